@@ -1,0 +1,20 @@
+/* core/cli/cli.h — what subcommands share: options common to all, and the plugin registry. */
+#ifndef BORA_CORE_CLI_H
+#define BORA_CORE_CLI_H
+
+#include "../plugin/registry.h"
+
+typedef struct bora_cli {
+    const char **plugin_dirs; /* --plugin-dir, in order */
+    size_t n_plugin_dirs;
+    int argc; /* the command's own arguments, after the global options were taken out */
+    char **argv;
+} bora_cli;
+
+/* Build the search path (--plugin-dir, BORA_PLUGIN_PATH, this executable's plugin directory)
+ * and load every plugin on it. NULL with the error printed when a --plugin-dir is missing. */
+bora_registry *bora_cli_load_plugins(const bora_cli *cli);
+
+int bora_cmd_plugins(const bora_cli *cli);
+
+#endif

@@ -1,0 +1,175 @@
+/* core/cli/main.c — `bora <command>`: global options, dispatch, help and version. */
+#include "../util/log.h"
+#include "../util/str.h"
+#include "bora_version.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(const bora_cli *cli); /* NULL: not available in this version */
+    const char *summary;
+    const char *usage; /* the command's --help text after its usage line */
+} command;
+
+static const command commands[] = {
+    {"train", NULL, "train a model from a YAML configuration",
+     "bora train CONFIG.yaml [--section.key=value ...]\n"},
+    {"eval", NULL, "loss and bits per byte of a checkpoint on the validation set",
+     "bora eval CONFIG.yaml --checkpoint DIR\n"},
+    {"generate", NULL, "sample text from a checkpoint",
+     "bora generate --checkpoint DIR --prompt TEXT [--max-tokens N --temperature T]\n"},
+    {"export", NULL, "write a checkpoint as a Hugging Face folder",
+     "bora export --checkpoint DIR --out DIR\n"},
+    {"import", NULL, "read a Hugging Face folder into a checkpoint",
+     "bora import --hf DIR --out DIR\n"},
+    {"cache", NULL, "build the tokenized data cache of a configuration",
+     "bora cache CONFIG.yaml\n"},
+    {"config", NULL, "show a resolved configuration, or the keys of a component",
+     "bora config show CONFIG.yaml [overrides]\nbora config keys KIND NAME\n"},
+    {"tokenize", NULL, "tokenize UTF-8 lines from stdin into JSON arrays of ids",
+     "bora tokenize --tokenizer PATH [--special] [--decode]\n"},
+    {"runs", NULL, "list, show and compare recorded runs", "bora runs [show ID | compare ID ID]\n"},
+    {"plugins", bora_cmd_plugins, "list the components of every plugin found",
+     "bora plugins [--json] [KIND NAME]\n"
+     "\n"
+     "Lists every component (kind, name, version, ABI, file) of the plugins on the search path,\n"
+     "then the files that could not be used and why. With KIND NAME, shows that one component\n"
+     "and its configuration keys, and fails with the reason when it is not available.\n"
+     "\n"
+     "  --json   the same as one JSON object on stdout\n"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static const char global_options[] =
+    "Options for every command:\n"
+    "  --plugin-dir DIR   search DIR for plugins first (repeatable)\n"
+    "  -v, --verbose      print debug messages (e.g. plugins that could not be loaded)\n"
+    "  -q, --quiet        print errors only\n"
+    "  -h, --help         show help (bora COMMAND --help for a command)\n"
+    "  --version          show the version, the plugin ABI and the git commit\n"
+    "\n"
+    "Plugins are searched in each --plugin-dir, then each directory of BORA_PLUGIN_PATH\n"
+    "(colon-separated), then the plugin directory of this installation.\n";
+
+static void print_help(FILE *out)
+{
+    fprintf(out, "bora %s — train foundation models from one YAML file\n\n", BORA_VERSION);
+    fprintf(out, "Usage: bora [options] COMMAND [arguments]\n\nCommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s%s\n", commands[i].name, commands[i].summary,
+                commands[i].run ? "" : " (not available yet)");
+    fprintf(out, "\n%s", global_options);
+}
+
+static void print_version(void)
+{
+    printf("bora %s (plugin ABI %d.%d, commit %s)\n", BORA_VERSION, BORA_ABI_MAJOR, BORA_ABI_MINOR,
+           BORA_GIT_COMMIT);
+}
+
+static void print_command_help(const command *c)
+{
+    printf("Usage: %s", c->usage);
+    printf("\n%s.\n", c->summary);
+    if (!c->run)
+        printf("This command is not available in bora %s yet.\n", BORA_VERSION);
+    printf("\n%s", global_options);
+}
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    bora_cli cli = {0};
+    cli.plugin_dirs = calloc((size_t)argc, sizeof *cli.plugin_dirs);
+    cli.argv = calloc((size_t)argc + 1, sizeof *cli.argv);
+    if (!cli.plugin_dirs || !cli.argv) {
+        fprintf(stderr, "bora: out of memory\n");
+        return 1;
+    }
+    const char *cmd_name = NULL;
+    int want_help = 0, want_version = 0, status = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            while (++i < argc)
+                cli.argv[cli.argc++] = argv[i];
+            break;
+        } else if (strcmp(a, "--plugin-dir") == 0 || strncmp(a, "--plugin-dir=", 13) == 0) {
+            const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || !*v) {
+                fprintf(stderr, "bora: --plugin-dir needs a directory\n");
+                status = 2;
+                goto out;
+            }
+            cli.plugin_dirs[cli.n_plugin_dirs++] = v;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            bora_log_set_level(BORA_LOG_DEBUG);
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            bora_log_set_level(BORA_LOG_ERROR);
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            want_help = 1;
+        } else if (strcmp(a, "--version") == 0) {
+            want_version = 1;
+        } else if (!cmd_name && a[0] != '-') {
+            cmd_name = a;
+        } else if (!cmd_name) {
+            fprintf(stderr, "bora: unknown option '%s' (see bora --help)\n", a);
+            status = 2;
+            goto out;
+        } else {
+            cli.argv[cli.argc++] = argv[i];
+        }
+    }
+    if (want_version && !cmd_name) {
+        print_version();
+        goto out;
+    }
+    if (!cmd_name) {
+        print_help(want_help ? stdout : stderr);
+        status = want_help ? 0 : 2;
+        goto out;
+    }
+    const command *c = strcmp(cmd_name, "help") == 0 && cli.argc > 0 ? find_command(cli.argv[0])
+                                                                     : find_command(cmd_name);
+    if (strcmp(cmd_name, "help") == 0 && cli.argc == 0) {
+        print_help(stdout);
+        goto out;
+    }
+    if (!c) {
+        const char *close = NULL;
+        for (size_t i = 0; i < N_COMMANDS; i++)
+            if (bora_edit_distance(cmd_name, commands[i].name) <= 2)
+                close = commands[i].name;
+        fprintf(stderr, "bora: unknown command '%s'", cmd_name);
+        if (close)
+            fprintf(stderr, "; did you mean '%s'?", close);
+        fprintf(stderr, " (see bora --help)\n");
+        status = 2;
+        goto out;
+    }
+    if (want_help || strcmp(cmd_name, "help") == 0) {
+        print_command_help(c);
+        goto out;
+    }
+    if (!c->run) {
+        fprintf(stderr, "bora %s: not available in bora %s yet\n", c->name, BORA_VERSION);
+        status = 1;
+        goto out;
+    }
+    status = c->run(&cli);
+out:
+    free(cli.plugin_dirs);
+    free(cli.argv);
+    return status;
+}

@@ -1,0 +1,114 @@
+/* bora/backend.h — compute backends: buffers, kernels, synchronisation, collectives.
+ *
+ * A backend owns device memory and runs kernels that the host's executor calls in a graph's
+ * node order. Every kernel has one signature and receives one frozen argument block, so adding
+ * an op never changes the ABI of the others. A worked example, a backend with one kernel:
+ *
+ *     static bora_status toy_add_f32(bora_backend *b, const bora_kernel_args *a)
+ *     {
+ *         (void)b;
+ *         const float *x = a->inputs[0].data, *y = a->inputs[1].data;
+ *         float *z = a->outputs[0].data;
+ *         int64_t n = bora_tensor_desc_numel(&a->outputs[0]);  // dense tensors assumed here
+ *         for (int64_t i = 0; i < n; i++)
+ *             z[i] = x[i] + y[i];
+ *         return BORA_OK;
+ *     }
+ *     static const bora_backend_ops toy_ops = {
+ *         .hdr = BORA_COMPONENT(bora_backend_ops, BORA_KIND_BACKEND, "toy", "an example"),
+ *         .probe = toy_probe,       // 0 = cannot run here; higher wins for backend: auto
+ *         .create = toy_create,
+ *         .destroy = toy_destroy,
+ *         .buffer_alloc = toy_alloc,
+ *         .buffer_free = toy_free,
+ *         .copy_in = toy_copy_in,
+ *         .copy_out = toy_copy_out,
+ *         .kernel = toy_kernel,     // op id -> kernel, NULL when unsupported
+ *     };
+ *
+ * Backends must be deterministic: no floating-point atomics, no arrival-order reductions, and
+ * kernel choices from fixed tables (never by timing), so a run and its resume agree bitwise.
+ */
+#ifndef BORA_BACKEND_H
+#define BORA_BACKEND_H
+
+#include <bora/graph.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bora_backend bora_backend; /* a backend instance; owned by its plugin */
+typedef struct bora_buffer bora_buffer;   /* a device allocation; owned by its backend */
+
+/* A tensor as a kernel sees it: data pointer, element type and strided shape (in elements). */
+typedef struct bora_tensor_desc {
+    void *data;
+    int32_t dtype; /* a bora_dtype */
+    int32_t ndim;
+    int64_t dims[BORA_MAX_DIMS];
+    int64_t strides[BORA_MAX_DIMS];
+} bora_tensor_desc;
+
+static inline int64_t bora_tensor_desc_numel(const bora_tensor_desc *t)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < t->ndim; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+/* The frozen argument block every kernel receives. */
+typedef struct bora_kernel_args {
+    uint32_t struct_size;
+    uint32_t op;         /* the op id (graph.h enumerates ops once the graph API lands) */
+    const void *options; /* the op's options struct, which begins with its own struct_size */
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    const bora_tensor_desc *inputs;
+    const bora_tensor_desc *outputs;
+    void *workspace; /* scratch the executor reserved for this node (may be NULL) */
+    size_t workspace_size;
+} bora_kernel_args;
+
+typedef bora_status (*bora_kernel_fn)(bora_backend *b, const bora_kernel_args *args);
+
+/* Reduction operators for collectives. */
+typedef enum bora_reduce_op { BORA_REDUCE_SUM = 1, BORA_REDUCE_MAX = 2 } bora_reduce_op;
+
+typedef struct bora_backend_ops {
+    bora_component hdr;
+
+    /* How well this backend fits this machine: 0 when it cannot run here (no device, missing
+     * instruction set); the highest score wins `trainer.backend: auto`. Must be cheap. */
+    int32_t (*probe)(const bora_host *h);
+    /* Create an instance from the backend's configuration subtree. */
+    bora_status (*create)(const bora_host *h, const bora_config *cfg, bora_backend **out);
+    void (*destroy)(bora_backend *b);
+
+    /* Device memory. buffer_ptr gives the address kernels use for a buffer. */
+    bora_status (*buffer_alloc)(bora_backend *b, size_t size, size_t align, bora_buffer **out);
+    void (*buffer_free)(bora_backend *b, bora_buffer *buf);
+    void *(*buffer_ptr)(bora_backend *b, bora_buffer *buf); /* (optional) NULL: not mappable */
+    bora_status (*copy_in)(bora_backend *b, bora_buffer *dst, size_t offset, const void *src,
+                           size_t size);
+    bora_status (*copy_out)(bora_backend *b, void *dst, bora_buffer *src, size_t offset,
+                            size_t size);
+
+    /* The kernel for an op and the dtypes of its inputs, or NULL when unsupported (the host
+     * then uses the op's decomposition, or reports at build time). */
+    bora_kernel_fn (*kernel)(bora_backend *b, uint32_t op, const int32_t *dtypes, uint32_t n);
+
+    /* (optional) Wait until all queued work is done. NULL: kernels run synchronously. */
+    bora_status (*synchronize)(bora_backend *b);
+
+    /* (optional) Collectives over the process group the host set up; NULL: single process. */
+    bora_status (*all_reduce)(bora_backend *b, void *data, size_t count, int32_t dtype, int32_t op);
+    bora_status (*broadcast)(bora_backend *b, void *data, size_t count, int32_t dtype,
+                             int32_t root);
+} bora_backend_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BORA_BACKEND_H */

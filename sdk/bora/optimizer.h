@@ -1,0 +1,62 @@
+/* bora/optimizer.h — optimizers, written as graph ops.
+ *
+ * An optimizer declares per-parameter state slots (AdamW: "m" and "v") and builds each
+ * parameter's update from graph ops; learning-rate schedules, warm-up, weight-decay masks and
+ * gradient clipping belong to the host, so every optimizer gets them. A worked example, plain
+ * SGD (the op builders come with the graph API):
+ *
+ *     static const char *const sgd_slots[] = {NULL};      // no state
+ *
+ *     static bora_status sgd_update(bora_optimizer *o, bora_graph *g, const bora_param_update *u)
+ *     {
+ *         // param <- param - lr * grad, with lr a 0-d per-step input tensor
+ *         ...
+ *     }
+ *     static const bora_optimizer_ops sgd_ops = {
+ *         .hdr = BORA_COMPONENT(bora_optimizer_ops, BORA_KIND_OPTIMIZER, "sgd", "plain SGD"),
+ *         .create = sgd_create,
+ *         .slots = sgd_slots,
+ *         .build_update = sgd_update,
+ *         .destroy = sgd_destroy,
+ *     };
+ */
+#ifndef BORA_OPTIMIZER_H
+#define BORA_OPTIMIZER_H
+
+#include <bora/graph.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bora_optimizer bora_optimizer; /* an optimizer instance; owned by its plugin */
+
+/* What build_update() receives for one parameter. */
+typedef struct bora_param_update {
+    uint32_t struct_size;
+    uint32_t weight_decay; /* 1 when the host's decay mask includes this parameter */
+    const char *name;      /* the Hugging Face parameter name */
+    bora_tensor *param;
+    bora_tensor *grad;          /* already scaled by the host's clipping factor */
+    bora_tensor *const *state;  /* one tensor per slot, in the order of ops->slots */
+    bora_tensor *learning_rate; /* 0-d f32 input, the schedule's value this step */
+    bora_tensor *step;          /* 0-d i64 input, the 1-based optimizer step */
+} bora_param_update;
+
+typedef struct bora_optimizer_ops {
+    bora_component hdr;
+
+    /* Read the optimizer's configuration subtree (optimizer: in YAML). */
+    bora_status (*create)(const bora_host *h, const bora_config *cfg, bora_optimizer **out);
+    /* Names of the per-parameter state slots, NULL-terminated; saved in checkpoints as
+     * <slot>.<parameter name>. */
+    const char *const *slots;
+    /* Append the update of one parameter to the apply graph. */
+    bora_status (*build_update)(bora_optimizer *o, bora_graph *g, const bora_param_update *u);
+    void (*destroy)(bora_optimizer *o);
+} bora_optimizer_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BORA_OPTIMIZER_H */
