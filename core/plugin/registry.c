@@ -112,7 +112,8 @@ bora_status bora_registry_add_dir(bora_registry *reg, const char *dir, int must_
     if (!dirs)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     reg->dirs = dirs;
-    reg->dirs[reg->n_dirs] = bora_strdup(dir);
+    char real[PATH_MAX];
+    reg->dirs[reg->n_dirs] = bora_strdup(realpath(dir, real) ? real : dir);
     if (!reg->dirs[reg->n_dirs])
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     reg->n_dirs++;

@@ -1,0 +1,138 @@
+/* tests/abi/test_layout.c — pins the size and every member offset of every SDK struct.
+ *
+ * A change to an SDK struct fails this file at compile time. That is the moment to decide: an
+ * appended optional member is a minor ABI bump, anything else a major one (free before 1.0).
+ * Bump BORA_ABI_MAJOR/MINOR in sdk/bora/plugin.h in the same commit, then update the numbers
+ * here and the pinned version below. check_layout_coverage.sh makes sure no struct is missed.
+ * The numbers are for LP64 targets (x86-64, AArch64). */
+#include <bora/backend.h>
+#include <bora/model.h>
+#include <bora/optimizer.h>
+#include <bora/tracker.h>
+
+#include <stdio.h>
+
+#if defined(__LP64__)
+_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 1,
+               "the ABI version changed: check the pinned layouts below, then update this line");
+
+static void layout(void)
+{
+    _Static_assert(sizeof(bora_key) == 32, "size of bora_key");
+    _Static_assert(offsetof(bora_key, name) == 0, "bora_key.name");
+    _Static_assert(offsetof(bora_key, type) == 8, "bora_key.type");
+    _Static_assert(offsetof(bora_key, reserved) == 12, "bora_key.reserved");
+    _Static_assert(offsetof(bora_key, default_value) == 16, "bora_key.default_value");
+    _Static_assert(offsetof(bora_key, doc) == 24, "bora_key.doc");
+    _Static_assert(sizeof(bora_component) == 32, "size of bora_component");
+    _Static_assert(offsetof(bora_component, struct_size) == 0, "bora_component.struct_size");
+    _Static_assert(offsetof(bora_component, kind) == 4, "bora_component.kind");
+    _Static_assert(offsetof(bora_component, name) == 8, "bora_component.name");
+    _Static_assert(offsetof(bora_component, summary) == 16, "bora_component.summary");
+    _Static_assert(offsetof(bora_component, keys) == 24, "bora_component.keys");
+    _Static_assert(sizeof(bora_plugin) == 48, "size of bora_plugin");
+    _Static_assert(offsetof(bora_plugin, abi_major) == 0, "bora_plugin.abi_major");
+    _Static_assert(offsetof(bora_plugin, abi_minor) == 4, "bora_plugin.abi_minor");
+    _Static_assert(offsetof(bora_plugin, struct_size) == 8, "bora_plugin.struct_size");
+    _Static_assert(offsetof(bora_plugin, reserved) == 12, "bora_plugin.reserved");
+    _Static_assert(offsetof(bora_plugin, name) == 16, "bora_plugin.name");
+    _Static_assert(offsetof(bora_plugin, version) == 24, "bora_plugin.version");
+    _Static_assert(offsetof(bora_plugin, init) == 32, "bora_plugin.init");
+    _Static_assert(offsetof(bora_plugin, fini) == 40, "bora_plugin.fini");
+    _Static_assert(sizeof(bora_host) == 136, "size of bora_host");
+    _Static_assert(offsetof(bora_host, struct_size) == 0, "bora_host.struct_size");
+    _Static_assert(offsetof(bora_host, abi_major) == 4, "bora_host.abi_major");
+    _Static_assert(offsetof(bora_host, abi_minor) == 8, "bora_host.abi_minor");
+    _Static_assert(offsetof(bora_host, reserved) == 12, "bora_host.reserved");
+    _Static_assert(offsetof(bora_host, ctx) == 16, "bora_host.ctx");
+    _Static_assert(offsetof(bora_host, add) == 24, "bora_host.add");
+    _Static_assert(offsetof(bora_host, log) == 32, "bora_host.log");
+    _Static_assert(offsetof(bora_host, fail) == 40, "bora_host.fail");
+    _Static_assert(offsetof(bora_host, alloc) == 48, "bora_host.alloc");
+    _Static_assert(offsetof(bora_host, free) == 56, "bora_host.free");
+    _Static_assert(offsetof(bora_host, config_child) == 64, "bora_host.config_child");
+    _Static_assert(offsetof(bora_host, config_int) == 72, "bora_host.config_int");
+    _Static_assert(offsetof(bora_host, config_float) == 80, "bora_host.config_float");
+    _Static_assert(offsetof(bora_host, config_bool) == 88, "bora_host.config_bool");
+    _Static_assert(offsetof(bora_host, config_string) == 96, "bora_host.config_string");
+    _Static_assert(offsetof(bora_host, config_duration) == 104, "bora_host.config_duration");
+    _Static_assert(offsetof(bora_host, config_bytes) == 112, "bora_host.config_bytes");
+    _Static_assert(offsetof(bora_host, config_list_len) == 120, "bora_host.config_list_len");
+    _Static_assert(offsetof(bora_host, config_list_at) == 128, "bora_host.config_list_at");
+    _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");
+    _Static_assert(offsetof(bora_tensor_desc, data) == 0, "bora_tensor_desc.data");
+    _Static_assert(offsetof(bora_tensor_desc, dtype) == 8, "bora_tensor_desc.dtype");
+    _Static_assert(offsetof(bora_tensor_desc, ndim) == 12, "bora_tensor_desc.ndim");
+    _Static_assert(offsetof(bora_tensor_desc, dims) == 16, "bora_tensor_desc.dims");
+    _Static_assert(offsetof(bora_tensor_desc, strides) == 64, "bora_tensor_desc.strides");
+    _Static_assert(sizeof(bora_kernel_args) == 56, "size of bora_kernel_args");
+    _Static_assert(offsetof(bora_kernel_args, struct_size) == 0, "bora_kernel_args.struct_size");
+    _Static_assert(offsetof(bora_kernel_args, op) == 4, "bora_kernel_args.op");
+    _Static_assert(offsetof(bora_kernel_args, options) == 8, "bora_kernel_args.options");
+    _Static_assert(offsetof(bora_kernel_args, n_inputs) == 16, "bora_kernel_args.n_inputs");
+    _Static_assert(offsetof(bora_kernel_args, n_outputs) == 20, "bora_kernel_args.n_outputs");
+    _Static_assert(offsetof(bora_kernel_args, inputs) == 24, "bora_kernel_args.inputs");
+    _Static_assert(offsetof(bora_kernel_args, outputs) == 32, "bora_kernel_args.outputs");
+    _Static_assert(offsetof(bora_kernel_args, workspace) == 40, "bora_kernel_args.workspace");
+    _Static_assert(offsetof(bora_kernel_args, workspace_size) == 48, "bora_kernel_args.workspace_size");
+    _Static_assert(sizeof(bora_backend_ops) == 128, "size of bora_backend_ops");
+    _Static_assert(offsetof(bora_backend_ops, hdr) == 0, "bora_backend_ops.hdr");
+    _Static_assert(offsetof(bora_backend_ops, probe) == 32, "bora_backend_ops.probe");
+    _Static_assert(offsetof(bora_backend_ops, create) == 40, "bora_backend_ops.create");
+    _Static_assert(offsetof(bora_backend_ops, destroy) == 48, "bora_backend_ops.destroy");
+    _Static_assert(offsetof(bora_backend_ops, buffer_alloc) == 56, "bora_backend_ops.buffer_alloc");
+    _Static_assert(offsetof(bora_backend_ops, buffer_free) == 64, "bora_backend_ops.buffer_free");
+    _Static_assert(offsetof(bora_backend_ops, buffer_ptr) == 72, "bora_backend_ops.buffer_ptr");
+    _Static_assert(offsetof(bora_backend_ops, copy_in) == 80, "bora_backend_ops.copy_in");
+    _Static_assert(offsetof(bora_backend_ops, copy_out) == 88, "bora_backend_ops.copy_out");
+    _Static_assert(offsetof(bora_backend_ops, kernel) == 96, "bora_backend_ops.kernel");
+    _Static_assert(offsetof(bora_backend_ops, synchronize) == 104, "bora_backend_ops.synchronize");
+    _Static_assert(offsetof(bora_backend_ops, all_reduce) == 112, "bora_backend_ops.all_reduce");
+    _Static_assert(offsetof(bora_backend_ops, broadcast) == 120, "bora_backend_ops.broadcast");
+    _Static_assert(sizeof(bora_model_ops) == 64, "size of bora_model_ops");
+    _Static_assert(offsetof(bora_model_ops, hdr) == 0, "bora_model_ops.hdr");
+    _Static_assert(offsetof(bora_model_ops, create) == 32, "bora_model_ops.create");
+    _Static_assert(offsetof(bora_model_ops, build) == 40, "bora_model_ops.build");
+    _Static_assert(offsetof(bora_model_ops, destroy) == 48, "bora_model_ops.destroy");
+    _Static_assert(offsetof(bora_model_ops, hf_config) == 56, "bora_model_ops.hf_config");
+    _Static_assert(sizeof(bora_param_update) == 56, "size of bora_param_update");
+    _Static_assert(offsetof(bora_param_update, struct_size) == 0, "bora_param_update.struct_size");
+    _Static_assert(offsetof(bora_param_update, weight_decay) == 4, "bora_param_update.weight_decay");
+    _Static_assert(offsetof(bora_param_update, name) == 8, "bora_param_update.name");
+    _Static_assert(offsetof(bora_param_update, param) == 16, "bora_param_update.param");
+    _Static_assert(offsetof(bora_param_update, grad) == 24, "bora_param_update.grad");
+    _Static_assert(offsetof(bora_param_update, state) == 32, "bora_param_update.state");
+    _Static_assert(offsetof(bora_param_update, learning_rate) == 40, "bora_param_update.learning_rate");
+    _Static_assert(offsetof(bora_param_update, step) == 48, "bora_param_update.step");
+    _Static_assert(sizeof(bora_optimizer_ops) == 64, "size of bora_optimizer_ops");
+    _Static_assert(offsetof(bora_optimizer_ops, hdr) == 0, "bora_optimizer_ops.hdr");
+    _Static_assert(offsetof(bora_optimizer_ops, create) == 32, "bora_optimizer_ops.create");
+    _Static_assert(offsetof(bora_optimizer_ops, slots) == 40, "bora_optimizer_ops.slots");
+    _Static_assert(offsetof(bora_optimizer_ops, build_update) == 48, "bora_optimizer_ops.build_update");
+    _Static_assert(offsetof(bora_optimizer_ops, destroy) == 56, "bora_optimizer_ops.destroy");
+    _Static_assert(sizeof(bora_metric) == 16, "size of bora_metric");
+    _Static_assert(offsetof(bora_metric, name) == 0, "bora_metric.name");
+    _Static_assert(offsetof(bora_metric, value) == 8, "bora_metric.value");
+    _Static_assert(sizeof(bora_tracker_ops) == 88, "size of bora_tracker_ops");
+    _Static_assert(offsetof(bora_tracker_ops, hdr) == 0, "bora_tracker_ops.hdr");
+    _Static_assert(offsetof(bora_tracker_ops, create) == 32, "bora_tracker_ops.create");
+    _Static_assert(offsetof(bora_tracker_ops, log_hparams) == 40, "bora_tracker_ops.log_hparams");
+    _Static_assert(offsetof(bora_tracker_ops, log) == 48, "bora_tracker_ops.log");
+    _Static_assert(offsetof(bora_tracker_ops, log_summary) == 56, "bora_tracker_ops.log_summary");
+    _Static_assert(offsetof(bora_tracker_ops, log_artifact) == 64, "bora_tracker_ops.log_artifact");
+    _Static_assert(offsetof(bora_tracker_ops, finish) == 72, "bora_tracker_ops.finish");
+    _Static_assert(offsetof(bora_tracker_ops, destroy) == 80, "bora_tracker_ops.destroy");
+}
+#endif
+
+int main(void)
+{
+#if defined(__LP64__)
+    layout();
+    printf("test_layout: SDK %d.%d layouts as pinned\n", BORA_ABI_MAJOR, BORA_ABI_MINOR);
+    return 0;
+#else
+    printf("test_layout: skipped: layouts are pinned for LP64 targets only\n");
+    return 0;
+#endif
+}

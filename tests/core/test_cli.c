@@ -1,0 +1,75 @@
+/* tests/core/test_cli.c — the command line as a user meets it: help, version, unknown and
+ * not-yet-available commands, and their exit codes.
+ *
+ * usage: test_cli BORA */
+#include "../test.h"
+
+static const char *bora;
+
+static int run(char **out, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s", bora, args);
+    return test_run(cmd, out);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_cli BORA\n");
+        return 2;
+    }
+    bora = argv[1];
+    char *out;
+
+    CHECK(run(&out, "--version") == 0);
+    CHECK_CONTAINS(out, "bora 0.1.0 (plugin ABI 0.1, commit ");
+    CHECK_LACKS(out, "commit )");
+    free(out);
+
+    CHECK(run(&out, "--help") == 0);
+    CHECK_CONTAINS(out, "Usage: bora [options] COMMAND");
+    CHECK_CONTAINS(out, "  plugins    list the components of every plugin found\n");
+    CHECK_CONTAINS(out, "  train      train a model from a YAML configuration (not available yet)");
+    CHECK_CONTAINS(out, "BORA_PLUGIN_PATH");
+    free(out);
+
+    /* No command: usage on stderr, exit 2. */
+    CHECK(run(&out, "") == 2);
+    CHECK_CONTAINS(out, "Usage: bora");
+    free(out);
+
+    CHECK(run(&out, "plugins --help") == 0);
+    CHECK_CONTAINS(out, "Usage: bora plugins [--json] [KIND NAME]");
+    free(out);
+    CHECK(run(&out, "help plugins") == 0);
+    CHECK_CONTAINS(out, "Usage: bora plugins [--json] [KIND NAME]");
+    free(out);
+
+    /* A command of a later version says so and fails; its help says so too. */
+    CHECK(run(&out, "train run.yaml") == 1);
+    CHECK_CONTAINS(out, "bora train: not available in bora 0.1.0 yet");
+    free(out);
+    CHECK(run(&out, "train --help") == 0);
+    CHECK_CONTAINS(out, "Usage: bora train CONFIG.yaml");
+    CHECK_CONTAINS(out, "not available in bora 0.1.0 yet");
+    free(out);
+
+    CHECK(run(&out, "plugin") == 2);
+    CHECK_CONTAINS(out, "bora: unknown command 'plugin'; did you mean 'plugins'?");
+    free(out);
+    CHECK(run(&out, "--frobnicate plugins") == 2);
+    CHECK_CONTAINS(out, "bora: unknown option '--frobnicate'");
+    free(out);
+    CHECK(run(&out, "plugins --plugin-dir") == 2);
+    CHECK_CONTAINS(out, "--plugin-dir needs a directory");
+    free(out);
+    CHECK(run(&out, "plugins --frobnicate") == 2);
+    CHECK_CONTAINS(out, "plugins: unexpected argument '--frobnicate'");
+    free(out);
+    CHECK(run(&out, "plugins tracker") == 2);
+    CHECK_CONTAINS(out, "give both KIND and NAME");
+    free(out);
+
+    return test_summary("test_cli");
+}
