@@ -10,31 +10,31 @@
 
 static int test_failures;
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            test_failures++;                                                                       \
-        }                                                                                          \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            test_failures++;                                                         \
+        }                                                                            \
     } while (0)
 
 /* Check that text contains needle, printing the text when it does not. */
-#define CHECK_CONTAINS(text, needle)                                                               \
-    do {                                                                                           \
-        if (!strstr((text), (needle))) {                                                           \
-            fprintf(stderr, "%s:%d: expected to find \"%s\" in:\n%s\n", __FILE__, __LINE__,        \
-                    (needle), (text));                                                             \
-            test_failures++;                                                                       \
-        }                                                                                          \
+#define CHECK_CONTAINS(text, needle)                                                        \
+    do {                                                                                    \
+        if (!strstr((text), (needle))) {                                                    \
+            fprintf(stderr, "%s:%d: expected to find \"%s\" in:\n%s\n", __FILE__, __LINE__, \
+                    (needle), (text));                                                      \
+            test_failures++;                                                                \
+        }                                                                                   \
     } while (0)
 
-#define CHECK_LACKS(text, needle)                                                                  \
-    do {                                                                                           \
-        if (strstr((text), (needle))) {                                                            \
-            fprintf(stderr, "%s:%d: did not expect \"%s\" in:\n%s\n", __FILE__, __LINE__,          \
-                    (needle), (text));                                                             \
-            test_failures++;                                                                       \
-        }                                                                                          \
+#define CHECK_LACKS(text, needle)                                                         \
+    do {                                                                                  \
+        if (strstr((text), (needle))) {                                                   \
+            fprintf(stderr, "%s:%d: did not expect \"%s\" in:\n%s\n", __FILE__, __LINE__, \
+                    (needle), (text));                                                    \
+            test_failures++;                                                              \
+        }                                                                                 \
     } while (0)
 
 /* Run a shell command, returning its exit status and its stdout+stderr in out (malloc'ed). */

@@ -154,9 +154,14 @@ static int print_one(const bora_registry *reg, const char *kind_s, const char *n
         return 0;
     }
     printf("  keys:\n");
-    for (const bora_key *k = e->ops->keys; k->name; k++)
-        printf("    %-24s %-9s %-12s %s\n", k->name, key_type_name(k->type),
-               k->default_value ? k->default_value : "(required)", k->doc ? k->doc : "");
+    for (const bora_key *k = e->ops->keys; k->name; k++) {
+        printf("    %s (%s", k->name, key_type_name(k->type));
+        if (k->default_value)
+            printf(", default %s", k->default_value);
+        else
+            printf(", required");
+        printf(")%s%s\n", k->doc ? ": " : "", k->doc ? k->doc : "");
+    }
     return 0;
 }
 

@@ -27,6 +27,7 @@ static bora_status host_add(const bora_host *h, const bora_component *ops)
     return bora_registry_add_component(file_of(h), ops);
 }
 
+static void host_log(const bora_host *h, int32_t level, const char *fmt, ...) BORA_PRINTF(3, 4);
 static void host_log(const bora_host *h, int32_t level, const char *fmt, ...)
 {
     va_list ap;
@@ -35,6 +36,8 @@ static void host_log(const bora_host *h, int32_t level, const char *fmt, ...)
     va_end(ap);
 }
 
+static bora_status host_fail(const bora_host *h, bora_status code, const char *fmt, ...)
+    BORA_PRINTF(3, 4);
 static bora_status host_fail(const bora_host *h, bora_status code, const char *fmt, ...)
 {
     va_list ap;

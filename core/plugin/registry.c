@@ -102,10 +102,11 @@ bora_registry *bora_registry_new(void)
 bora_status bora_registry_add_dir(bora_registry *reg, const char *dir, int must_exist)
 {
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    int found = stat(dir, &st) == 0;
+    if (!found || !S_ISDIR(st.st_mode)) {
         if (must_exist)
             return bora_error_set(BORA_ERR_NOT_FOUND, "plugin directory '%s': %s", dir,
-                                  errno ? strerror(errno) : "not a directory");
+                                  found ? "not a directory" : strerror(errno));
         return BORA_OK;
     }
     char **dirs = realloc(reg->dirs, (reg->n_dirs + 1) * sizeof *dirs);

@@ -19,7 +19,10 @@ static bora_status bad_log(bora_tracker *t, int64_t step, const bora_metric *m, 
     (void)n;
     return BORA_OK;
 }
-static void bad_destroy(bora_tracker *t) { (void)t; }
+static void bad_destroy(bora_tracker *t)
+{
+    (void)t;
+}
 
 #if defined(CASE_OVERSIZED)
 /* A table from a "future" SDK: the known members plus two the host has never heard of. */
@@ -72,7 +75,10 @@ static bora_status bad_init(const bora_host *h)
 #if defined(CASE_NO_ENTRY)
 /* Exports a function, but not bora_plugin_entry. */
 BORA_EXPORT int not_a_bora_plugin(void);
-BORA_EXPORT int not_a_bora_plugin(void) { return 42; }
+BORA_EXPORT int not_a_bora_plugin(void)
+{
+    return 42;
+}
 #else
 BORA_EXPORT const bora_plugin *bora_plugin_entry(void);
 BORA_EXPORT const bora_plugin *bora_plugin_entry(void)

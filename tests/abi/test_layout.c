@@ -74,7 +74,8 @@ static void layout(void)
     _Static_assert(offsetof(bora_kernel_args, inputs) == 24, "bora_kernel_args.inputs");
     _Static_assert(offsetof(bora_kernel_args, outputs) == 32, "bora_kernel_args.outputs");
     _Static_assert(offsetof(bora_kernel_args, workspace) == 40, "bora_kernel_args.workspace");
-    _Static_assert(offsetof(bora_kernel_args, workspace_size) == 48, "bora_kernel_args.workspace_size");
+    _Static_assert(offsetof(bora_kernel_args, workspace_size) == 48,
+                   "bora_kernel_args.workspace_size");
     _Static_assert(sizeof(bora_backend_ops) == 128, "size of bora_backend_ops");
     _Static_assert(offsetof(bora_backend_ops, hdr) == 0, "bora_backend_ops.hdr");
     _Static_assert(offsetof(bora_backend_ops, probe) == 32, "bora_backend_ops.probe");
@@ -97,18 +98,21 @@ static void layout(void)
     _Static_assert(offsetof(bora_model_ops, hf_config) == 56, "bora_model_ops.hf_config");
     _Static_assert(sizeof(bora_param_update) == 56, "size of bora_param_update");
     _Static_assert(offsetof(bora_param_update, struct_size) == 0, "bora_param_update.struct_size");
-    _Static_assert(offsetof(bora_param_update, weight_decay) == 4, "bora_param_update.weight_decay");
+    _Static_assert(offsetof(bora_param_update, weight_decay) == 4,
+                   "bora_param_update.weight_decay");
     _Static_assert(offsetof(bora_param_update, name) == 8, "bora_param_update.name");
     _Static_assert(offsetof(bora_param_update, param) == 16, "bora_param_update.param");
     _Static_assert(offsetof(bora_param_update, grad) == 24, "bora_param_update.grad");
     _Static_assert(offsetof(bora_param_update, state) == 32, "bora_param_update.state");
-    _Static_assert(offsetof(bora_param_update, learning_rate) == 40, "bora_param_update.learning_rate");
+    _Static_assert(offsetof(bora_param_update, learning_rate) == 40,
+                   "bora_param_update.learning_rate");
     _Static_assert(offsetof(bora_param_update, step) == 48, "bora_param_update.step");
     _Static_assert(sizeof(bora_optimizer_ops) == 64, "size of bora_optimizer_ops");
     _Static_assert(offsetof(bora_optimizer_ops, hdr) == 0, "bora_optimizer_ops.hdr");
     _Static_assert(offsetof(bora_optimizer_ops, create) == 32, "bora_optimizer_ops.create");
     _Static_assert(offsetof(bora_optimizer_ops, slots) == 40, "bora_optimizer_ops.slots");
-    _Static_assert(offsetof(bora_optimizer_ops, build_update) == 48, "bora_optimizer_ops.build_update");
+    _Static_assert(offsetof(bora_optimizer_ops, build_update) == 48,
+                   "bora_optimizer_ops.build_update");
     _Static_assert(offsetof(bora_optimizer_ops, destroy) == 56, "bora_optimizer_ops.destroy");
     _Static_assert(sizeof(bora_metric) == 16, "size of bora_metric");
     _Static_assert(offsetof(bora_metric, name) == 0, "bora_metric.name");

@@ -66,7 +66,8 @@ int main(int argc, char **argv)
     free(out);
 
     /* The same through BORA_PLUGIN_PATH, with an empty and a missing entry ignored. */
-    snprintf(args, sizeof args, "BORA_PLUGIN_PATH='::/nonexistent/dir:%s' '%s' plugins", good, bora);
+    snprintf(args, sizeof args, "BORA_PLUGIN_PATH='::/nonexistent/dir:%s' '%s' plugins", good,
+             bora);
     CHECK(test_run(args, &out) == 0);
     CHECK_CONTAINS(out, "backend    fixture");
     free(out);
@@ -116,7 +117,8 @@ int main(int argc, char **argv)
 
     /* Each broken plugin: refused in one line, with the reason. */
     refused("wrong_major", "plugin was built for ABI 2.1; this host speaks 0.1");
-    refused("newer_minor", "plugin was built for ABI 0.4, newer than this host's 0.1; upgrade bora");
+    refused("newer_minor",
+            "plugin was built for ABI 0.4, newer than this host's 0.1; upgrade bora");
     refused("no_entry", "not a bora plugin (no 'bora_plugin_entry' symbol)");
     refused("oversized",
             "tracker 'oversized': ops table is 104 bytes but this host knows 88 (built against a "
@@ -125,8 +127,10 @@ int main(int argc, char **argv)
     refused("init_fails", "plugin 'initfails' init failed: initfails: no device here (fixture)");
 
     /* A duplicate (kind, name): the first file keeps it, the message names both files. */
-    snprintf(args, sizeof args, "%s/duplicate/bora-tracker-dupb.so: duplicate tracker 'dup': "
-             "%s/duplicate/bora-tracker-dupa.so already provides it (kept)", fixtures, fixtures);
+    snprintf(args, sizeof args,
+             "%s/duplicate/bora-tracker-dupb.so: duplicate tracker 'dup': "
+             "%s/duplicate/bora-tracker-dupa.so already provides it (kept)",
+             fixtures, fixtures);
     refused("duplicate", args);
 
     /* A file that fails to dlopen is skipped quietly and listed as unavailable ... */

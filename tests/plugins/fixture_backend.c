@@ -19,7 +19,10 @@ static bora_status fixture_create(const bora_host *h, const bora_config *cfg, bo
     return *out ? BORA_OK : h->fail(h, BORA_ERR_NOMEM, "out of memory");
 }
 
-static void fixture_destroy(bora_backend *b) { fixture_host->free(fixture_host, b); }
+static void fixture_destroy(bora_backend *b)
+{
+    fixture_host->free(fixture_host, b);
+}
 
 static bora_status fixture_alloc(bora_backend *b, size_t size, size_t align, bora_buffer **out)
 {

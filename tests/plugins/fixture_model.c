@@ -19,11 +19,14 @@ static bora_status fixture_build(bora_model *m, bora_graph *g, int32_t mode, bor
     (void)m;
     (void)g;
     (void)out;
-    return fixture_host->fail(fixture_host, BORA_ERR_UNSUPPORTED, "fixture builds no graph (mode %d)",
-                              mode);
+    return fixture_host->fail(fixture_host, BORA_ERR_UNSUPPORTED,
+                              "fixture builds no graph (mode %d)", mode);
 }
 
-static void fixture_destroy(bora_model *m) { fixture_host->free(fixture_host, m); }
+static void fixture_destroy(bora_model *m)
+{
+    fixture_host->free(fixture_host, m);
+}
 
 static const bora_key fixture_keys[] = {
     {"width", BORA_KEY_INT, 0, "8", "an example key"},

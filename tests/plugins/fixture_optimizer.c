@@ -18,7 +18,10 @@ static bora_status fixture_update(bora_optimizer *o, bora_graph *g, const bora_p
                               u->name);
 }
 
-static void fixture_destroy(bora_optimizer *o) { fixture_host->free(fixture_host, o); }
+static void fixture_destroy(bora_optimizer *o)
+{
+    fixture_host->free(fixture_host, o);
+}
 
 static const char *const fixture_slots[] = {"m", NULL};
 

@@ -43,6 +43,9 @@ static const bora_tracker_ops fixture_ops = {
     .destroy = fixture_destroy,
 };
 
-static bora_status fixture_init(const bora_host *h) { return h->add(h, &fixture_ops.hdr); }
+static bora_status fixture_init(const bora_host *h)
+{
+    return h->add(h, &fixture_ops.hdr);
+}
 
 BORA_PLUGIN_DEFINE("fixture-tracker", "0.0.1", fixture_init, NULL)

@@ -184,8 +184,8 @@ static void jsonl_destroy(bora_tracker *t)
 }
 
 static const bora_tracker_ops jsonl_ops = {
-    .hdr = {sizeof(bora_tracker_ops), BORA_KIND_TRACKER, "jsonl",
-            "metrics as JSON lines in a file", jsonl_keys},
+    .hdr = {sizeof(bora_tracker_ops), BORA_KIND_TRACKER, "jsonl", "metrics as JSON lines in a file",
+            jsonl_keys},
     .create = jsonl_create,
     .log_hparams = jsonl_log_hparams,
     .log = jsonl_log,
@@ -195,6 +195,9 @@ static const bora_tracker_ops jsonl_ops = {
     .destroy = jsonl_destroy,
 };
 
-static bora_status jsonl_init(const bora_host *h) { return h->add(h, &jsonl_ops.hdr); }
+static bora_status jsonl_init(const bora_host *h)
+{
+    return h->add(h, &jsonl_ops.hdr);
+}
 
 BORA_PLUGIN_DEFINE("jsonl", "0.1.0", jsonl_init, NULL)

@@ -107,6 +107,9 @@ static const bora_tracker_ops csv_ops = {
     .destroy = csv_destroy,
 };
 
-static bora_status csv_init(const bora_host *h) { return h->add(h, &csv_ops.hdr); }
+static bora_status csv_init(const bora_host *h)
+{
+    return h->add(h, &csv_ops.hdr);
+}
 
 BORA_PLUGIN_DEFINE("csv", "1.0.0", csv_init, NULL)
