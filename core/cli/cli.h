@@ -4,6 +4,8 @@
 
 #include "../plugin/registry.h"
 
+#include <stdio.h>
+
 typedef struct bora_cli {
     const char **plugin_dirs; /* --plugin-dir, in order */
     size_t n_plugin_dirs;
@@ -16,5 +18,9 @@ typedef struct bora_cli {
 bora_registry *bora_cli_load_plugins(const bora_cli *cli);
 
 int bora_cmd_plugins(const bora_cli *cli);
+int bora_cmd_config(const bora_cli *cli);
+
+/* Print declared keys as an aligned table, one per line. */
+void bora_cli_print_keys(FILE *out, const bora_key *keys, const char *indent);
 
 #endif

@@ -35,13 +35,6 @@ bora_registry *bora_cli_load_plugins(const bora_cli *cli)
     return reg;
 }
 
-static const char *key_type_name(int t)
-{
-    static const char *const names[] = {"?",        "int",   "float", "bool", "string",
-                                        "duration", "bytes", "list",  "map",  "component"};
-    return t > 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "?";
-}
-
 static int print_json(const bora_registry *reg)
 {
     printf("{\"host\":{\"version\":");
@@ -149,19 +142,8 @@ static int print_one(const bora_registry *reg, const char *kind_s, const char *n
         printf("  %s\n", e->ops->summary);
     printf("  plugin:  %s %s (ABI %u.%u)\n  file:    %s\n", e->file->name, e->file->version,
            e->file->abi_major, e->file->abi_minor, e->file->path);
-    if (!e->ops->keys || !e->ops->keys[0].name) {
-        printf("  keys:    none\n");
-        return 0;
-    }
     printf("  keys:\n");
-    for (const bora_key *k = e->ops->keys; k->name; k++) {
-        printf("    %s (%s", k->name, key_type_name(k->type));
-        if (k->default_value)
-            printf(", default %s", k->default_value);
-        else
-            printf(", required");
-        printf(")%s%s\n", k->doc ? ": " : "", k->doc ? k->doc : "");
-    }
+    bora_cli_print_keys(stdout, e->ops->keys, "    ");
     return 0;
 }
 

@@ -28,8 +28,18 @@ static const command commands[] = {
      "bora import --hf DIR --out DIR\n"},
     {"cache", NULL, "build the tokenized data cache of a configuration",
      "bora cache CONFIG.yaml\n"},
-    {"config", NULL, "show a resolved configuration, or the keys of a component",
-     "bora config show CONFIG.yaml [overrides]\nbora config keys KIND NAME\n"},
+    {"config", bora_cmd_config, "show a resolved configuration, or the documented keys",
+     "bora config show CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...] [--json]\n"
+     "       bora config keys [SECTION | KIND NAME]\n"
+     "\n"
+     "show: merges the files in order, applies the overrides, checks every key against what\n"
+     "      reads it (bora's sections and the chosen plugins), and prints the result with every\n"
+     "      default filled in; or every error found, each with its file, line and column.\n"
+     "keys: the documented keys of a section (trainer, data, trainer.checkpointer, model,\n"
+     "      optimizer) or of a plugin's component (model gpt2, tracker jsonl).\n"
+     "\n"
+     "Overrides: --trainer.num_train_steps=100 or --trainer.num_train_steps 100; values are\n"
+     "YAML, so lists and maps work: --data.train_urls '[a.jsonl, b.jsonl]'.\n"},
     {"tokenize", NULL, "tokenize UTF-8 lines from stdin into JSON arrays of ids",
      "bora tokenize --tokenizer PATH [--special] [--decode]\n"},
     {"runs", NULL, "list, show and compare recorded runs", "bora runs [show ID | compare ID ID]\n"},

@@ -1,14 +1,14 @@
 /* core/plugin/host.c — the functions behind bora_host: registration, messages, memory and
  * configuration access.
- *
- * Configuration: in this version the host has no configuration tree yet, so every component
- * is created with cfg == NULL, which means "no keys given": each getter returns its default.
- * A non-NULL node cannot be produced by this host and is reported as an internal error. */
+ * A component created with cfg == NULL (no section in the configuration) reads every key's
+ * default. */
 #include "host.h"
 
+#include "../config/config.h"
 #include "../util/log.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,55 +67,66 @@ static void host_free(const bora_host *h, void *p)
     free(p);
 }
 
-/* ---- configuration -------------------------------------------------------------------- */
+/* ---- configuration: the host getters read the configuration tree (core/config) ------------ */
 
-static bora_status no_tree(const bora_host *h, const char *key)
-{
-    return host_fail(h, BORA_ERR_INTERNAL, "configuration node for '%s' was not made by this host",
-                     key ? key : ".");
-}
+/* Nodes are handed to plugins as const; reading marks them, which is the host's business. */
+#define NODE(n) ((bora_config *)(uintptr_t)(n))
 
 static const bora_config *cfg_child(const bora_host *h, const bora_config *node, const char *key)
 {
-    if (node)
-        no_tree(h, key);
-    return NULL;
+    (void)h;
+    return bora_cfg_child(NODE(node), key);
 }
-
-#define SCALAR_GETTER(fn, T)                                                                   \
-    static bora_status fn(const bora_host *h, const bora_config *node, const char *key, T def, \
-                          T *out)                                                              \
-    {                                                                                          \
-        if (node)                                                                              \
-            return no_tree(h, key);                                                            \
-        *out = def;                                                                            \
-        return BORA_OK;                                                                        \
-    }
-SCALAR_GETTER(cfg_int, int64_t)
-SCALAR_GETTER(cfg_float, double)
-SCALAR_GETTER(cfg_bool, int)
-SCALAR_GETTER(cfg_string, const char *)
-SCALAR_GETTER(cfg_duration, double)
-SCALAR_GETTER(cfg_bytes, uint64_t)
-#undef SCALAR_GETTER
-
+static bora_status cfg_int(const bora_host *h, const bora_config *node, const char *key,
+                           int64_t def, int64_t *out)
+{
+    (void)h;
+    return bora_cfg_int(NODE(node), key, def, out);
+}
+static bora_status cfg_float(const bora_host *h, const bora_config *node, const char *key,
+                             double def, double *out)
+{
+    (void)h;
+    return bora_cfg_float(NODE(node), key, def, out);
+}
+static bora_status cfg_bool(const bora_host *h, const bora_config *node, const char *key, int def,
+                            int *out)
+{
+    (void)h;
+    return bora_cfg_bool(NODE(node), key, def, out);
+}
+static bora_status cfg_string(const bora_host *h, const bora_config *node, const char *key,
+                              const char *def, const char **out)
+{
+    (void)h;
+    return bora_cfg_string(NODE(node), key, def, out);
+}
+static bora_status cfg_duration(const bora_host *h, const bora_config *node, const char *key,
+                                double def, double *out)
+{
+    (void)h;
+    return bora_cfg_duration(NODE(node), key, def, out);
+}
+static bora_status cfg_bytes(const bora_host *h, const bora_config *node, const char *key,
+                             uint64_t def, uint64_t *out)
+{
+    (void)h;
+    return bora_cfg_bytes(NODE(node), key, def, out);
+}
 static bora_status cfg_list_len(const bora_host *h, const bora_config *node, const char *key,
                                 size_t *out)
 {
-    if (node)
-        return no_tree(h, key);
-    *out = 0;
-    return BORA_OK;
+    (void)h;
+    return bora_cfg_list_len(NODE(node), key, out);
 }
-
 static const bora_config *cfg_list_at(const bora_host *h, const bora_config *node, const char *key,
                                       size_t index)
 {
-    (void)index;
-    if (node)
-        no_tree(h, key);
-    return NULL;
+    (void)h;
+    bora_config *list = key ? bora_cfg_child(NODE(node), key) : NODE(node);
+    return bora_cfg_at(list, index);
 }
+#undef NODE
 
 void bora_host_init_for_plugin(bora_host *h, bora_plugin_file *f)
 {

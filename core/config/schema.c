@@ -1,0 +1,248 @@
+/* core/config/schema.c — the sections bora itself reads (trainer, data), their documented keys,
+ * and checking a whole configuration: core sections by their schemas, components (model,
+ * optimizer, trackers) by the keys their plugins declare. */
+#include "schema.h"
+
+#include "../util/log.h"
+#include "internal.h"
+
+#include <string.h>
+
+static const bora_key checkpointer_keys[] = {
+    {"base_path", BORA_KEY_STRING, 0, "checkpoints",
+     "where checkpoints go, as {base_path}/{run_id}/step-{N}"},
+    {"save_interval", BORA_KEY_DURATION, 0, "15m",
+     "how often a temporary checkpoint is written; each replaces the previous one"},
+    {"keep", BORA_KEY_LIST, 0, "[]",
+     "permanent checkpoints, as a list of {every: N, until: M} (until optional)"},
+    {NULL, 0, 0, NULL, NULL},
+};
+
+static const bora_key trainer_keys[] = {
+    {"num_train_steps", BORA_KEY_INT, 0, "10000", "optimizer steps to train for"},
+    {"train_batch_size", BORA_KEY_INT, 0, "512", "sequences per optimizer step (the global batch)"},
+    {"per_device_parallelism", BORA_KEY_INT, 0, "-1",
+     "sequences per micro-step; -1 runs the whole batch at once, less accumulates gradients"},
+    {"seed", BORA_KEY_INT, 0, "0",
+     "seed of every random choice: initialisation, data order, sampling"},
+    {"num_threads", BORA_KEY_INT, 0, "0", "CPU threads; 0 uses every core"},
+    {"backend", BORA_KEY_STRING, 0, "auto",
+     "compute backend by name (cpu, cuda), or auto for the best one available"},
+    {"id", BORA_KEY_STRING, 0, "\"\"",
+     "run id; empty makes a new one, an existing one resumes that run"},
+    {"load_checkpoint", BORA_KEY_STRING, 0, "\"\"",
+     "a checkpoint directory to start from instead of initialising"},
+    {"mp", BORA_KEY_STRING, 0, "p=f32,c=f32",
+     "mixed precision: parameter and compute dtypes, e.g. p=f32,c=bf16"},
+    {"crash_on_nan", BORA_KEY_BOOL, 0, "true",
+     "stop at a non-finite loss, naming the step and keeping the last checkpoint"},
+    {"steps_per_eval", BORA_KEY_INT, 0, "1000", "optimizer steps between evaluations"},
+    {"max_eval_batches", BORA_KEY_INT, 0, "-1", "batches per evaluation; -1 for the whole set"},
+    {"tracker", BORA_KEY_COMPONENT, 0, "[{type: jsonl}]",
+     "experiment trackers: one {type: NAME, ...} or a list of them"},
+    {"checkpointer", BORA_KEY_MAP, 0, "{}", "the checkpoint policy (see trainer.checkpointer)"},
+    {NULL, 0, 0, NULL, NULL},
+};
+
+static const bora_key data_keys[] = {
+    {"train_urls", BORA_KEY_LIST, 0, "[]", "training text: .jsonl or .txt files"},
+    {"validation_urls", BORA_KEY_LIST, 0, "[]", "validation text, in the same forms"},
+    {"tokenizer", BORA_KEY_STRING, 0, "\"\"",
+     "a tokenizer.json, or a folder holding one (or vocab.json and merges.txt)"},
+    {"text_key", BORA_KEY_STRING, 0, "text", "the field of each .jsonl record that holds text"},
+    {"cache_dir", BORA_KEY_STRING, 0, "~/.cache/bora/tokens", "where tokenized data is cached"},
+    {NULL, 0, 0, NULL, NULL},
+};
+
+static const bora_key model_keys[] = {
+    {"type", BORA_KEY_STRING, 0, NULL, "the model architecture: a model plugin's name"},
+    {NULL, 0, 0, NULL, NULL},
+};
+
+static const bora_key optimizer_keys[] = {
+    {"type", BORA_KEY_STRING, 0, NULL, "the optimizer: an optimizer plugin's name"},
+    {NULL, 0, 0, NULL, NULL},
+};
+
+static const bora_section sections[] = {
+    {"model", "the model architecture, selected by type (bora config keys model NAME)", model_keys,
+     BORA_KIND_MODEL},
+    {"optimizer", "the optimizer, selected by type (bora config keys optimizer NAME)",
+     optimizer_keys, BORA_KIND_OPTIMIZER},
+    {"trainer", "the training loop: steps, batch, seed, backend, trackers, checkpoints",
+     trainer_keys, 0},
+    {"trainer.checkpointer", "when checkpoints are written and which are kept", checkpointer_keys,
+     0},
+    {"data", "training and validation text and its tokenizer", data_keys, 0},
+    {NULL, NULL, NULL, 0},
+};
+
+const bora_section *bora_sections(void)
+{
+    return sections;
+}
+
+const bora_section *bora_section_find(const char *name)
+{
+    for (const bora_section *s = sections; s->name; s++)
+        if (!strcmp(s->name, name))
+            return s;
+    return NULL;
+}
+
+/* ---- checking --------------------------------------------------------------------------- */
+
+/* A map selected by `type:` among the components of a kind: check its keys. */
+static bora_status check_component(bora_config *node, int kind, const bora_registry *reg, int fill)
+{
+    bora_cfg *cfg = node->cfg;
+    char path[256];
+    bora_cfg_path(node, path, sizeof path);
+    if (node->kind != BORA_NODE_MAP)
+        return bora_cfg_error(cfg, node, "%s: expected a mapping with a type, e.g. {type: NAME}",
+                              path);
+    const char *type = NULL;
+    if (bora_cfg_string(node, "type", NULL, &type) != BORA_OK)
+        return BORA_ERR_CONFIG;
+    if (!type || !*type) {
+        bora_cfg_claim(node, path, NULL);
+        return bora_cfg_error(cfg, node, "missing required key 'type' in %s (which %s to use)",
+                              path, bora_kind_name(kind));
+    }
+    const bora_entry *e = bora_registry_find(reg, kind, type);
+    if (!e) {
+        bora_cfg_claim(node, path, NULL);
+        cfg_mark_read(node); /* its keys cannot be judged without the component */
+        return bora_cfg_error(cfg, bora_cfg_child(node, "type"), "%s.type: %s", path,
+                              bora_error_get());
+    }
+    char label[320];
+    snprintf(label, sizeof label, "%s (%s)", path, type);
+    bora_cfg_claim(node, label, e->ops->keys);
+    bora_status st = bora_cfg_check_declared(node, e->ops->keys);
+    if (fill && bora_cfg_fill_defaults(node, e->ops->keys) != BORA_OK)
+        st = BORA_ERR_CONFIG;
+    return st;
+}
+
+/* One component or a list of them (trainer.tracker). */
+static bora_status check_components(bora_config *node, int kind, const bora_registry *reg, int fill)
+{
+    if (node->kind == BORA_NODE_NULL)
+        return BORA_OK;
+    if (node->kind != BORA_NODE_LIST)
+        return check_component(node, kind, reg, fill);
+    bora_status result = BORA_OK;
+    for (size_t i = 0; i < node->n; i++)
+        if (check_component(bora_cfg_at(node, i), kind, reg, fill) != BORA_OK)
+            result = BORA_ERR_CONFIG;
+    return result;
+}
+
+/* Put an empty map, marked read, at map[key] (replacing a null there); NULL when out of memory. */
+static bora_config *empty_map_at(bora_config *map, const char *key)
+{
+    bora_config *m = cfg_node(map->cfg, BORA_NODE_MAP, "default", 0, 0);
+    bora_config *kn = cfg_node(map->cfg, BORA_NODE_SCALAR, "default", 0, 0);
+    if (!m || !kn)
+        return NULL;
+    kn->text = key;
+    kn->text_len = strlen(key);
+    kn->read = m->read = 1;
+    long at = cfg_map_find(map, key);
+    if (at >= 0) {
+        map->values[at] = m;
+        m->parent = map;
+        m->key = map->keys[at];
+        return m;
+    }
+    return cfg_map_put(map, key, kn, m) ? NULL : m;
+}
+
+static bora_status check_core_section(bora_config *root, const bora_section *s,
+                                      const bora_registry *reg, int fill)
+{
+    bora_status result = BORA_OK;
+    bora_config *node = bora_cfg_child(root, s->name);
+    if (!node && !fill)
+        return BORA_OK;
+    if (!node || node->kind == BORA_NODE_NULL) {
+        /* An absent section still shows its defaults. */
+        if (!(node = empty_map_at(root, s->name)))
+            return BORA_ERR_NOMEM;
+    }
+    if (node->kind != BORA_NODE_MAP)
+        return bora_cfg_error(root->cfg, node, "%s: expected a mapping of keys, got a %s", s->name,
+                              node->kind == BORA_NODE_LIST ? "list" : "single value");
+    bora_cfg_claim(node, s->name, s->keys);
+    /* Keys with schemas of their own are claimed first, so the generic pass leaves them be. */
+    for (const bora_key *k = s->keys; k->name; k++) {
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s.%s", s->name, k->name);
+        const bora_section *ss = bora_section_find(sub);
+        bora_config *v = bora_cfg_child(node, k->name);
+        if (ss) {
+            if ((!v || v->kind == BORA_NODE_NULL) && fill && !(v = empty_map_at(node, k->name)))
+                return BORA_ERR_NOMEM;
+            if (v && v->kind == BORA_NODE_MAP) {
+                bora_cfg_claim(v, sub, ss->keys);
+                if (bora_cfg_check_declared(v, ss->keys) != BORA_OK)
+                    result = BORA_ERR_CONFIG;
+                if (fill && bora_cfg_fill_defaults(v, ss->keys) != BORA_OK)
+                    result = BORA_ERR_CONFIG;
+            } else if (v && v->kind != BORA_NODE_NULL) {
+                result = bora_cfg_error(root->cfg, v, "%s: expected a mapping of keys", sub);
+            }
+        } else if (k->type == BORA_KEY_COMPONENT && v) {
+            if (check_components(v, BORA_KIND_TRACKER, reg, fill) != BORA_OK)
+                result = BORA_ERR_CONFIG;
+        }
+    }
+    for (const bora_key *k = s->keys; k->name; k++) {
+        if (k->type == BORA_KEY_MAP || k->type == BORA_KEY_COMPONENT)
+            continue; /* handled above */
+        bora_key one[2] = {*k, {NULL, 0, 0, NULL, NULL}};
+        if (bora_cfg_check_declared(node, one) != BORA_OK)
+            result = BORA_ERR_CONFIG;
+    }
+    if (fill && bora_cfg_fill_defaults(node, s->keys) != BORA_OK)
+        result = BORA_ERR_CONFIG;
+    /* Defaults that are components (the tracker list) are checked like given ones. */
+    if (fill) {
+        for (const bora_key *k = s->keys; k->name; k++) {
+            bora_config *v = bora_cfg_child(node, k->name);
+            if (k->type == BORA_KEY_COMPONENT && v && !strcmp(v->origin, "default") &&
+                check_components(v, BORA_KIND_TRACKER, reg, fill) != BORA_OK)
+                result = BORA_ERR_CONFIG;
+        }
+    }
+    /* trainer.backend names a backend: one that is missing or failed to load is an error now. */
+    if (!strcmp(s->name, "trainer")) {
+        const char *backend = NULL;
+        if (bora_cfg_string(node, "backend", "auto", &backend) == BORA_OK && backend &&
+            strcmp(backend, "auto") != 0 && !bora_registry_find(reg, BORA_KIND_BACKEND, backend))
+            result = bora_cfg_error(root->cfg, bora_cfg_child(node, "backend"),
+                                    "trainer.backend: %s", bora_error_get());
+    }
+    return result;
+}
+
+bora_status bora_config_check(bora_cfg *cfg, const bora_registry *reg, int fill)
+{
+    bora_config *root = bora_cfg_root(cfg);
+    bora_status result = BORA_OK;
+    for (const bora_section *s = sections; s->name; s++) {
+        if (strchr(s->name, '.'))
+            continue; /* nested sections are checked inside their parents */
+        if (s->kind) {
+            bora_config *node = bora_cfg_child(root, s->name);
+            if (node && check_component(node, s->kind, reg, fill) != BORA_OK)
+                result = BORA_ERR_CONFIG;
+        } else if (check_core_section(root, s, reg, fill) != BORA_OK) {
+            result = BORA_ERR_CONFIG;
+        }
+    }
+    if (bora_cfg_check_unread(cfg) != BORA_OK)
+        result = BORA_ERR_CONFIG;
+    return result;
+}
