@@ -6,6 +6,14 @@
 
 #include <string.h>
 
+const bora_config *bora_cfg_key_node(const bora_config *node)
+{
+    long i = node->parent && node->key ? cfg_map_find(node->parent, node->key) : -1;
+    if (i >= 0 && node->parent->key_nodes[i]->line)
+        return node->parent->key_nodes[i];
+    return node;
+}
+
 void bora_cfg_claim(bora_config *node, const char *label, const bora_key *schema)
 {
     if (!node)
@@ -57,7 +65,8 @@ bora_status bora_cfg_check_declared(bora_config *node, const bora_key *schema)
         if (!k->default_value && cfg_map_find(node, k->name) < 0) {
             char path[512];
             bora_cfg_path(node, path, sizeof path);
-            result = bora_cfg_error(node->cfg, node, "missing required key '%s' in %s", k->name,
+            result = bora_cfg_error(node->cfg, bora_cfg_key_node(node),
+                                    "missing required key '%s' in %s", k->name,
                                     node->label ? node->label : path);
         }
     }
@@ -104,9 +113,10 @@ static bora_status check_unread(bora_config *node, const char *const *sections)
             bora_config *k = node->key_nodes[i];
             if (!k->read) {
                 char buf[512];
-                const char *near = closest(node, node->keys[i], node->parent ? NULL : sections);
+                int top = !node->parent && !node->label; /* the root of a whole configuration */
+                const char *near = closest(node, node->keys[i], top ? sections : NULL);
                 const char *where = label_of(node, buf, sizeof buf);
-                if (!node->parent)
+                if (top)
                     result = bora_cfg_error(node->cfg, k, "unknown section '%s'%s%s%s",
                                             node->keys[i], near ? "; did you mean '" : "",
                                             near ? near : "", near ? "'?" : "");

@@ -125,6 +125,10 @@ void bora_cfg_print_errors(const bora_cfg *cfg, FILE *out);
 /* The first diagnostic's text (for a one-line error), or NULL. */
 const char *bora_cfg_first_error(const bora_cfg *cfg);
 
+/* Where a missing key of map node is best reported: the key that names node ("model:"), or node
+ * itself at the top or on a command line. */
+const struct bora_config *bora_cfg_key_node(const struct bora_config *node);
+
 /* The dotted path of node from the root ("trainer.checkpointer.keep[0].every"). */
 void bora_cfg_path(const struct bora_config *node, char *buf, size_t cap);
 

@@ -106,8 +106,10 @@ static bora_status check_component(bora_config *node, int kind, const bora_regis
         return BORA_ERR_CONFIG;
     if (!type || !*type) {
         bora_cfg_claim(node, path, NULL);
-        return bora_cfg_error(cfg, node, "missing required key 'type' in %s (which %s to use)",
-                              path, bora_kind_name(kind));
+        cfg_mark_read(node); /* its keys cannot be judged without the component */
+        return bora_cfg_error(cfg, bora_cfg_key_node(node),
+                              "missing required key 'type' in %s (which %s to use)", path,
+                              bora_kind_name(kind));
     }
     const bora_entry *e = bora_registry_find(reg, kind, type);
     if (!e) {

@@ -162,8 +162,10 @@ static bora_status add_diag(bora_cfg *cfg, const char *origin, uint32_t line, ui
                             const char *msg)
 {
     char text[2048];
-    if (origin && *origin && line)
+    if (origin && *origin && line && col)
         snprintf(text, sizeof text, "%s:%u:%u: %s", origin, line, col, msg);
+    else if (origin && *origin && line)
+        snprintf(text, sizeof text, "%s:%u: %s", origin, line, msg);
     else if (origin && *origin)
         snprintf(text, sizeof text, "in %s: %s", origin, msg);
     else

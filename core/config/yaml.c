@@ -22,6 +22,7 @@ typedef struct parse_ctx {
     const char *dir;    /* directory that includes are relative to */
     const char *text;   /* the whole input, for hints about the failing character */
     size_t len;
+    int positions; /* 0 for text from a command line: its lines and columns mean nothing */
     anchor *anchors;
     size_t n_anchors, cap_anchors;
     int failed;
@@ -34,7 +35,8 @@ static void parser_error(parse_ctx *c)
 {
     yaml_parser_t *p = &c->parser;
     const char *problem = p->problem ? p->problem : "invalid YAML";
-    uint32_t line = (uint32_t)p->problem_mark.line + 1, col = (uint32_t)p->problem_mark.column + 1;
+    uint32_t line = c->positions ? (uint32_t)p->problem_mark.line + 1 : 0;
+    uint32_t col = c->positions ? (uint32_t)p->problem_mark.column + 1 : 0;
     const char *hint = "";
     size_t at = p->problem_mark.index;
     if (at < c->len && c->text[at] == '\t')
@@ -276,10 +278,20 @@ static bora_config *parse_value(parse_ctx *c, yaml_event_t *ev, int depth)
 
 /* Parse one document; an input with no document at all yields NULL without an error. */
 static bora_config *parse_text(bora_cfg *cfg, const char *origin, const char *dir, const char *text,
-                               size_t len, int *empty)
+                               size_t len, int positions, int *empty)
 {
-    parse_ctx c = {.cfg = cfg, .origin = origin, .dir = dir, .text = text, .len = len};
+    parse_ctx c = {
+        .cfg = cfg, .origin = origin, .dir = dir, .text = text, .len = len, .positions = positions};
     *empty = 0;
+    const char *nul = memchr(text, 0, len);
+    if (nul) {
+        uint32_t line = 1;
+        for (const char *p = text; p < nul; p++)
+            line += *p == '\n';
+        cfg_error_at(cfg, origin, positions ? line : 0, 0,
+                     "a NUL byte at offset %zu; is this a text file?", (size_t)(nul - text));
+        return NULL;
+    }
     if (!yaml_parser_initialize(&c.parser)) {
         cfg_error_at(cfg, origin, 0, 0, "out of memory");
         return NULL;
@@ -405,7 +417,7 @@ static bora_config *load_tree(bora_cfg *cfg, const char *path, const char *from_
         return NULL;
     }
     cfg->including[cfg->n_including++] = cfg_strdup(cfg, real);
-    bora_config *root = parse_text(cfg, origin, dir_of(cfg, path), text, len, empty);
+    bora_config *root = parse_text(cfg, origin, dir_of(cfg, path), text, len, 1, empty);
     cfg->n_including--;
     free(text);
     return root;
@@ -484,7 +496,7 @@ bora_status bora_cfg_load_string(bora_cfg *cfg, const char *name, const char *te
     size_t before = cfg->n_diags;
     int empty;
     const char *origin = cfg_strdup(cfg, name);
-    bora_config *tree = parse_text(cfg, origin, ".", text, len, &empty);
+    bora_config *tree = parse_text(cfg, origin, ".", text, len, 1, &empty);
     bora_status st = merge_root(cfg, tree, empty, origin);
     return st == BORA_OK && cfg->n_diags == before ? BORA_OK : BORA_ERR_CONFIG;
 }
@@ -509,7 +521,7 @@ bora_config *cfg_parse_value(bora_cfg *cfg, const char *origin, const char *text
 {
     int empty;
     size_t before = cfg->n_diags;
-    bora_config *v = parse_text(cfg, origin, ".", text, len, &empty);
+    bora_config *v = parse_text(cfg, origin, ".", text, len, 0, &empty);
     if (!v && cfg->n_diags == before)
         v = cfg_node(cfg, BORA_NODE_NULL, origin, 0, 0);
     return v;

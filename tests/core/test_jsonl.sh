@@ -20,6 +20,17 @@ expect '{"finish":"finished"}'
 # A second run with the same id appends rather than losing the first.
 "$drive" "$plugins" jsonl run-42
 [ "$(wc -l < "$f")" -eq 14 ] || { echo "expected 14 lines after a second run" >&2; exit 1; }
+# Configured through the host's getters: the path key is read, {run_id} expanded.
+printf 'path: custom/{run_id}.jsonl\n' > cfg.yaml
+"$drive" "$plugins" jsonl run-7 cfg.yaml
+grep -qxF '{"finish":"finished"}' custom/run-7.jsonl
+# A wrong type and an unknown key are reported with their positions.
+printf 'path: [a, b]\n' > bad.yaml
+if "$drive" "$plugins" jsonl x bad.yaml 2> err; then echo "expected a failure" >&2; exit 1; fi
+grep -qxF "bad.yaml:1:7: path: expected a string, got a list" err
+printf 'pth: x.jsonl\n' > typo.yaml
+if "$drive" "$plugins" jsonl x typo.yaml 2> err; then echo "expected a failure" >&2; exit 1; fi
+grep -qxF "typo.yaml:1:1: unknown key 'pth' in tracker; did you mean 'path'?" err
 # An unwritable location is an error with the path, not a crash.
 mkdir ro && chmod 500 ro && cd ro
 if [ "$(id -u)" != 0 ]; then
