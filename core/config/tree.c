@@ -238,6 +238,8 @@ static int diag_cmp(const void *a, const void *b)
 
 void bora_cfg_print_errors(const bora_cfg *cfg, FILE *out)
 {
+    if (cfg->n_diags == 0)
+        return;
     qsort(cfg->diags, cfg->n_diags, sizeof *cfg->diags, diag_cmp);
     for (size_t i = 0; i < cfg->n_diags; i++)
         fprintf(out, "%s\n", cfg->diags[i].text);

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 typedef struct anchor {
@@ -387,6 +388,16 @@ static bora_config *load_tree(bora_cfg *cfg, const char *path, const char *from_
                          strerror(errno));
         else
             cfg_error_at(cfg, path, 0, 0, "cannot read: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+        /* A directory, a device or a pipe (/dev/stdin) is never a configuration. */
+        if (from_origin)
+            cfg_error_at(cfg, from_origin, from_line, from_col,
+                         "cannot include '%s': not a regular file", path);
+        else
+            cfg_error_at(cfg, path, 0, 0, "cannot read: not a regular file");
         return NULL;
     }
     for (size_t i = 0; i < cfg->n_including; i++) {

@@ -313,6 +313,9 @@ static void test_bad_inputs(void)
         "include_missing.yaml:1:8: cannot include '");
     BAD("include_missing2.yaml", "model: !include nope.yaml\n",
         "nope.yaml': No such file or directory");
+    BAD("include_dev.yaml", "model: !include /dev/stdin\n",
+        "include_dev.yaml:1:8: cannot include '/dev/stdin': not a regular file");
+    BAD("include_dir.yaml", "model: !include .\n", "cannot include '.': not a regular file");
     BAD("include_empty.yaml", "model: !include ''\n", "!include needs a file name");
     write_file("cycle_b.yaml", "x: !include cycle_a.yaml\n", 24);
     BAD("cycle_a.yaml", "y: !include cycle_b.yaml\n", "include cycle: ");
