@@ -377,14 +377,15 @@ static char *dir_of(bora_cfg *cfg, const char *path)
 }
 
 /* Load a file as a tree. from_* is where it was named (an include), or NULL for the top. */
-static bora_config *load_tree(bora_cfg *cfg, const char *path, const char *from_origin,
-                              uint32_t from_line, uint32_t from_col, int *empty)
+static bora_config *load_tree(bora_cfg *cfg, const char *path, const char *shown,
+                              const char *from_origin, uint32_t from_line, uint32_t from_col,
+                              int *empty)
 {
     char real[PATH_MAX];
     *empty = 0;
     if (!realpath(path, real)) {
         if (from_origin)
-            cfg_error_at(cfg, from_origin, from_line, from_col, "cannot include '%s': %s", path,
+            cfg_error_at(cfg, from_origin, from_line, from_col, "cannot include '%s': %s", shown,
                          strerror(errno));
         else
             cfg_error_at(cfg, path, 0, 0, "cannot read: %s", strerror(errno));
@@ -395,7 +396,7 @@ static bora_config *load_tree(bora_cfg *cfg, const char *path, const char *from_
         /* A directory, a device or a pipe (/dev/stdin) is never a configuration. */
         if (from_origin)
             cfg_error_at(cfg, from_origin, from_line, from_col,
-                         "cannot include '%s': not a regular file", path);
+                         "cannot include '%s': not a regular file", shown);
         else
             cfg_error_at(cfg, path, 0, 0, "cannot read: not a regular file");
         return NULL;
@@ -421,7 +422,7 @@ static bora_config *load_tree(bora_cfg *cfg, const char *path, const char *from_
     const char *origin = cfg_strdup(cfg, path);
     if (!text) {
         if (from_origin)
-            cfg_error_at(cfg, from_origin, from_line, from_col, "cannot include '%s': %s", path,
+            cfg_error_at(cfg, from_origin, from_line, from_col, "cannot include '%s': %s", shown,
                          why);
         else
             cfg_error_at(cfg, origin, 0, 0, "cannot read: %s", why);
@@ -444,7 +445,7 @@ static bora_config *include_file(parse_ctx *c, const char *name, uint32_t line, 
     if (!path)
         return fail_oom(c);
     int empty;
-    bora_config *n = load_tree(c->cfg, path, c->origin, line, col, &empty);
+    bora_config *n = load_tree(c->cfg, path, name, c->origin, line, col, &empty);
     free(path);
     /* A failed include is reported; parsing of the including file goes on around it. */
     if (!n)
@@ -497,7 +498,7 @@ bora_status bora_cfg_load_file(bora_cfg *cfg, const char *path)
 {
     size_t before = cfg->n_diags;
     int empty;
-    bora_config *tree = load_tree(cfg, path, NULL, 0, 0, &empty);
+    bora_config *tree = load_tree(cfg, path, path, NULL, 0, 0, &empty);
     bora_status st = merge_root(cfg, tree, empty, path);
     return st == BORA_OK && cfg->n_diags == before ? BORA_OK : BORA_ERR_CONFIG;
 }
