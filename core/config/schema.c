@@ -92,12 +92,13 @@ const bora_section *bora_section_find(const char *name)
 
 /* ---- checking --------------------------------------------------------------------------- */
 
-/* A map selected by `type:` among the components of a kind: check its keys. */
-static bora_status check_component(bora_config *node, int kind, const bora_registry *reg, int fill)
+bora_status bora_config_select(bora_config *node, int kind, const bora_registry *reg,
+                               const bora_entry **out)
 {
     bora_cfg *cfg = node->cfg;
     char path[256];
     bora_cfg_path(node, path, sizeof path);
+    *out = NULL;
     if (node->kind != BORA_NODE_MAP)
         return bora_cfg_error(cfg, node, "%s: expected a mapping with a type, e.g. {type: NAME}",
                               path);
@@ -114,14 +115,25 @@ static bora_status check_component(bora_config *node, int kind, const bora_regis
     const bora_entry *e = bora_registry_find(reg, kind, type);
     if (!e) {
         bora_cfg_claim(node, path, NULL);
-        cfg_mark_read(node); /* its keys cannot be judged without the component */
+        cfg_mark_read(node);
         return bora_cfg_error(cfg, bora_cfg_child(node, "type"), "%s.type: %s", path,
                               bora_error_get());
     }
     char label[320];
     snprintf(label, sizeof label, "%s (%s)", path, type);
     bora_cfg_claim(node, label, e->ops->keys);
-    bora_status st = bora_cfg_check_declared(node, e->ops->keys);
+    *out = e;
+    return BORA_OK;
+}
+
+/* A map selected by `type:` among the components of a kind: check its keys. */
+static bora_status check_component(bora_config *node, int kind, const bora_registry *reg, int fill)
+{
+    const bora_entry *e;
+    bora_status st = bora_config_select(node, kind, reg, &e);
+    if (st != BORA_OK)
+        return st;
+    st = bora_cfg_check_declared(node, e->ops->keys);
     if (fill && bora_cfg_fill_defaults(node, e->ops->keys) != BORA_OK)
         st = BORA_ERR_CONFIG;
     return st;

@@ -16,6 +16,12 @@ typedef struct bora_section {
 const bora_section *bora_sections(void);
 const bora_section *bora_section_find(const char *name);
 
+/* node is a component's map ({type: NAME, ...}): find NAME among the components of kind and
+ * claim node for it (its label and declared keys). An unknown or unavailable type, a missing
+ * type or a node that is not a map is a diagnostic. */
+bora_status bora_config_select(bora_config *node, int kind, const bora_registry *reg,
+                               const bora_entry **out);
+
 /* Check a whole configuration: core sections against their schemas, components against the
  * keys their plugins declare (looked up in reg by type), named backends against what loaded,
  * then every key nothing read. With fill, missing keys get their defaults (for `config show`).

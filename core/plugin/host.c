@@ -4,7 +4,7 @@
  * default. */
 #include "host.h"
 
-#include "../config/config.h"
+#include "../config/schema.h"
 #include "../util/log.h"
 
 #include <stdarg.h>
@@ -126,6 +126,33 @@ static const bora_config *cfg_list_at(const bora_host *h, const bora_config *nod
     bora_config *list = key ? bora_cfg_child(NODE(node), key) : NODE(node);
     return bora_cfg_at(list, index);
 }
+static bora_status cfg_component(const bora_host *h, const bora_config *node, const char *key,
+                                 int32_t kind, size_t index, size_t *count,
+                                 const bora_component **ops, const bora_config **sub)
+{
+    bora_config *v = key ? bora_cfg_child(NODE(node), key) : NODE(node);
+    *count = 0;
+    *ops = NULL;
+    *sub = NULL;
+    if (!v || v->kind == BORA_NODE_NULL)
+        return BORA_OK;
+    if (v->kind != BORA_NODE_MAP && v->kind != BORA_NODE_LIST) {
+        char path[256];
+        bora_cfg_path(v, path, sizeof path);
+        return bora_cfg_error(v->cfg, v, "%s: expected {type: NAME, ...} or a list of them", path);
+    }
+    *count = v->kind == BORA_NODE_MAP ? 1 : v->n;
+    if (index >= *count)
+        return BORA_OK;
+    bora_config *item = v->kind == BORA_NODE_MAP ? v : bora_cfg_at(v, index);
+    const bora_entry *e;
+    bora_status st = bora_config_select(item, kind, file_of(h)->reg, &e);
+    if (st != BORA_OK)
+        return st;
+    *ops = e->ops;
+    *sub = item;
+    return BORA_OK;
+}
 #undef NODE
 
 void bora_host_init_for_plugin(bora_host *h, bora_plugin_file *f)
@@ -149,5 +176,6 @@ void bora_host_init_for_plugin(bora_host *h, bora_plugin_file *f)
         .config_bytes = cfg_bytes,
         .config_list_len = cfg_list_len,
         .config_list_at = cfg_list_at,
+        .config_component = cfg_component,
     };
 }

@@ -97,6 +97,13 @@ struct bora_host {
                                    size_t *out);
     const bora_config *(*config_list_at)(const bora_host *h, const bora_config *node,
                                          const char *key, size_t index);
+    /* A component chosen by `type:` under key: one map ({type: NAME, ...}) or a list of them.
+     * *count receives how many there are; for index < count, *ops the component of kind
+     * (a bora_kind) that entry names and *sub its subtree to create() it with. An unknown
+     * type is an error naming the position and the closest name. */
+    bora_status (*config_component)(const bora_host *h, const bora_config *node, const char *key,
+                                    int32_t kind, size_t index, size_t *count,
+                                    const bora_component **ops, const bora_config **sub);
 };
 
 #define BORA_ERROR(h, ...) (h)->log((h), BORA_LOG_ERROR, __VA_ARGS__)

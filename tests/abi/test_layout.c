@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 1,
+_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 2,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)
@@ -39,7 +39,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_plugin, version) == 24, "bora_plugin.version");
     _Static_assert(offsetof(bora_plugin, init) == 32, "bora_plugin.init");
     _Static_assert(offsetof(bora_plugin, fini) == 40, "bora_plugin.fini");
-    _Static_assert(sizeof(bora_host) == 136, "size of bora_host");
+    _Static_assert(sizeof(bora_host) == 144, "size of bora_host");
     _Static_assert(offsetof(bora_host, struct_size) == 0, "bora_host.struct_size");
     _Static_assert(offsetof(bora_host, abi_major) == 4, "bora_host.abi_major");
     _Static_assert(offsetof(bora_host, abi_minor) == 8, "bora_host.abi_minor");
@@ -59,6 +59,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_host, config_bytes) == 112, "bora_host.config_bytes");
     _Static_assert(offsetof(bora_host, config_list_len) == 120, "bora_host.config_list_len");
     _Static_assert(offsetof(bora_host, config_list_at) == 128, "bora_host.config_list_at");
+    _Static_assert(offsetof(bora_host, config_component) == 136, "bora_host.config_component");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");
     _Static_assert(offsetof(bora_tensor_desc, data) == 0, "bora_tensor_desc.data");
     _Static_assert(offsetof(bora_tensor_desc, dtype) == 8, "bora_tensor_desc.dtype");

@@ -5,7 +5,13 @@
  * usage: test_loader BORA FIXTURES_DIR GOOD_PLUGINS_DIR */
 #include "../test.h"
 
+#include <bora/plugin.h>
 #include <unistd.h>
+
+/* The ABI as the table prints it, e.g. "0.2". */
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#define ABI STR(BORA_ABI_MAJOR) "." STR(BORA_ABI_MINOR)
 
 static const char *bora, *fixtures, *good;
 
@@ -56,7 +62,7 @@ int main(int argc, char **argv)
     /* One good plugin per kind: all listed, nothing refused. */
     snprintf(args, sizeof args, "plugins --plugin-dir '%s'", good);
     CHECK(bora_run(&out, args) == 0);
-    CHECK_CONTAINS(out, "model      fixture          0.0.1      0.1");
+    CHECK_CONTAINS(out, "model      fixture          0.0.1      " ABI);
     CHECK_CONTAINS(out, "optimizer  fixture");
     CHECK_CONTAINS(out, "backend    fixture");
     CHECK_CONTAINS(out, "tracker    fixture");
@@ -101,7 +107,7 @@ int main(int argc, char **argv)
     snprintf(args, sizeof args, "plugins --json --plugin-dir '%s'", good);
     CHECK(bora_run(&out, args) == 0);
     CHECK_CONTAINS(out, "\"kind\":\"backend\",\"name\":\"fixture\",\"plugin\":\"fixture-backend\","
-                        "\"version\":\"0.0.1\",\"abi\":\"0.1\"");
+                        "\"version\":\"0.0.1\",\"abi\":\"" ABI "\"");
     CHECK_CONTAINS(out, "\"refused\":[]");
     free(out);
     if (access("/usr/bin/python3", X_OK) == 0) {
@@ -116,9 +122,15 @@ int main(int argc, char **argv)
     }
 
     /* Each broken plugin: refused in one line, with the reason. */
-    refused("wrong_major", "plugin was built for ABI 2.1; this host speaks 0.1");
-    refused("newer_minor",
-            "plugin was built for ABI 0.4, newer than this host's 0.1; upgrade bora");
+    char expect_major[128], expect_minor[128];
+    snprintf(expect_major, sizeof expect_major,
+             "plugin was built for ABI %d.%d; this host speaks %s", BORA_ABI_MAJOR + 2,
+             BORA_ABI_MINOR, ABI);
+    snprintf(expect_minor, sizeof expect_minor,
+             "plugin was built for ABI %d.%d, newer than this host's %s; upgrade bora",
+             BORA_ABI_MAJOR, BORA_ABI_MINOR + 3, ABI);
+    refused("wrong_major", expect_major);
+    refused("newer_minor", expect_minor);
     refused("no_entry", "not a bora plugin (no 'bora_plugin_entry' symbol)");
     refused("oversized",
             "tracker 'oversized': ops table is 104 bytes but this host knows 88 (built against a "
@@ -169,7 +181,7 @@ int main(int argc, char **argv)
     CHECK_CONTAINS(out, "bora-model-random.so: cannot be loaded: ");
     /* The copy in the first directory shadows the same file name in the later one. */
     char expect[512];
-    snprintf(expect, sizeof expect, "tracker    fixture          0.0.1      0.1   %s/", tmp);
+    snprintf(expect, sizeof expect, "tracker    fixture          0.0.1      %-5s %s/", ABI, tmp);
     CHECK_CONTAINS(out, expect);
     CHECK_LACKS(out, "duplicate");
     free(out);

@@ -4,6 +4,8 @@
  * usage: test_cli BORA */
 #include "../test.h"
 
+#include <bora/plugin.h>
+
 static const char *bora;
 
 static int run(char **out, const char *args)
@@ -23,7 +25,10 @@ int main(int argc, char **argv)
     char *out;
 
     CHECK(run(&out, "--version") == 0);
-    CHECK_CONTAINS(out, "bora 0.1.0 (plugin ABI 0.1, commit ");
+    char expect[128];
+    snprintf(expect, sizeof expect, "bora 0.1.0 (plugin ABI %d.%d, commit ", BORA_ABI_MAJOR,
+             BORA_ABI_MINOR);
+    CHECK_CONTAINS(out, expect);
     CHECK_LACKS(out, "commit )");
     free(out);
 
