@@ -1,12 +1,27 @@
-/* bora/graph.h — tensors, named axes and graph building (the types other headers need).
+/* bora/graph.h — building computations: tensors with named axes, parameters, inputs, ops.
  *
- * The graph API proper (views, op builders, parameters, inputs) is not in this version of the
- * ABI: model and optimizer plugins can be registered and configured, but not yet built. What is
- * here is what every other header refers to: the graph and tensor handles, element types, and
- * the build modes. A worked example of the part that exists:
+ * A model plugin describes only its forward computation; the host differentiates it, plans its
+ * memory and runs it on a backend. Every axis has a name, elementwise ops align operands by
+ * name, and dot() contracts the names it is given (Haliax semantics: shared names that are not
+ * contracted are batch axes). A worked example, a linear layer with a bias and GELU:
  *
- *     size_t bytes = (size_t)n * bora_dtype_size(BORA_DTYPE_BF16);     // 2 bytes per element
- *     if (mode == BORA_MODE_EVAL) { ... return logits instead of the loss ... }
+ *     // x: (batch, position, embed) -> (batch, position, mlp)
+ *     static bora_tensor *mlp_up(bora_graph *g, bora_tensor *x, int64_t embed, int64_t mlp)
+ *     {
+ *         bora_axis w_axes[] = {{"embed", embed}, {"mlp", mlp}};
+ *         bora_tensor *w = bora_param(g, "h.0.mlp.c_fc.weight", BORA_DTYPE_F32, 2, w_axes,
+ *                                     bora_init_normal(0.02), 0);
+ *         bora_tensor *b = bora_param(g, "h.0.mlp.c_fc.bias", BORA_DTYPE_F32, 1, w_axes + 1,
+ *                                     bora_init_zeros(), BORA_PARAM_NO_DECAY);
+ *         const char *contract[] = {"embed"};
+ *         bora_tensor *h = bora_dot(g, x, w, 1, contract);   // (batch, position, mlp)
+ *         return bora_unary(g, BORA_OP_GELU_TANH, bora_add(g, h, b));  // b broadcasts by name
+ *     }
+ *
+ * Builders never fail silently: a bad call returns NULL and the graph remembers the first error
+ * (it names the op, both tensors and their axes); every later call with a NULL argument returns
+ * NULL too, so a build function can check once at the end, as build() returns
+ * bora_graph_status(g).
  */
 #ifndef BORA_GRAPH_H
 #define BORA_GRAPH_H
@@ -18,7 +33,8 @@ extern "C" {
 #endif
 
 typedef struct bora_graph bora_graph;   /* a graph under construction; owned by the host */
-typedef struct bora_tensor bora_tensor; /* a view into a graph value; owned by its graph */
+typedef struct bora_tensor bora_tensor; /* a value in a graph; owned by its graph */
+typedef struct bora_graph_api bora_graph_api;
 
 /* Element types. */
 typedef enum bora_dtype {
@@ -58,6 +74,278 @@ typedef enum bora_mode {
 
 /* The most axes a tensor has. */
 #define BORA_MAX_DIMS 6
+
+/* One named axis of a shape. */
+typedef struct bora_axis {
+    const char *name;
+    int64_t size;
+} bora_axis;
+
+/* How a parameter starts, computed on the host from Philox keyed by (seed, name, element). */
+typedef enum bora_init_kind {
+    BORA_INIT_ZEROS = 1,
+    BORA_INIT_ONES = 2,
+    BORA_INIT_CONSTANT = 3, /* value */
+    BORA_INIT_NORMAL = 4    /* mean 0, standard deviation value */
+} bora_init_kind;
+
+typedef struct bora_init {
+    int32_t kind; /* a bora_init_kind */
+    int32_t reserved;
+    double value;
+} bora_init;
+
+static inline bora_init bora_init_zeros(void)
+{
+    return (bora_init){BORA_INIT_ZEROS, 0, 0.0};
+}
+static inline bora_init bora_init_ones(void)
+{
+    return (bora_init){BORA_INIT_ONES, 0, 0.0};
+}
+static inline bora_init bora_init_constant(double v)
+{
+    return (bora_init){BORA_INIT_CONSTANT, 0, v};
+}
+static inline bora_init bora_init_normal(double std)
+{
+    return (bora_init){BORA_INIT_NORMAL, 0, std};
+}
+
+/* Parameter flags. */
+#define BORA_PARAM_NO_DECAY 1u /* excluded from weight decay (norms, biases, embeddings) */
+
+/* Op ids: the index of a backend's kernel table. Only ever appended. */
+typedef enum bora_op {
+    BORA_OP_COPY = 1, /* out = in, any strides; also converts dtype (cast, contiguous) */
+    BORA_OP_FILL = 2, /* out = value (bora_opt_scalar) */
+    BORA_OP_ADD = 3,  /* elementwise, operands already aligned to the output's axes */
+    BORA_OP_SUB = 4,
+    BORA_OP_MUL = 5,
+    BORA_OP_DIV = 6,
+    BORA_OP_NEG = 7,
+    BORA_OP_EXP = 8,
+    BORA_OP_LOG = 9,
+    BORA_OP_SQRT = 10,
+    BORA_OP_RSQRT = 11,
+    BORA_OP_TANH = 12,
+    BORA_OP_SIGMOID = 13,
+    BORA_OP_RELU = 14,
+    BORA_OP_SILU = 15,
+    BORA_OP_GELU_TANH = 16,      /* GPT-2's gelu_new */
+    BORA_OP_GELU_EXACT = 17,     /* x·Φ(x) with erf */
+    BORA_OP_SCALE = 18,          /* out = in · value (bora_opt_scalar) */
+    BORA_OP_ACT_GRAD = 19,       /* (x, dy) -> dx for an activation (bora_opt_act) */
+    BORA_OP_SUM = 20,            /* sum over the input's trailing axes (bora_opt_reduce) */
+    BORA_OP_MAX = 21,            /* max over the input's trailing axes (bora_opt_reduce) */
+    BORA_OP_MATMUL = 22,         /* (B, M, K) x (B, K, N) -> (B, M, N), any strides with one of
+                                each operand's last two unit-stride */
+    BORA_OP_LAYERNORM = 23,      /* (R, D), gamma (D), beta (D) -> y (R, D), mean (R), rstd (R) */
+    BORA_OP_LAYERNORM_GRAD = 24, /* (x, gamma, mean, rstd, dy) -> dx, dgamma, dbeta */
+    BORA_OP_SOFTMAX = 25,        /* over the last axis */
+    BORA_OP_LOG_SOFTMAX = 26,    /* over the last axis */
+    BORA_OP_XENT = 27,           /* logits (R, V), targets i32 (R) -> loss sum (), lse (R) */
+    BORA_OP_XENT_GRAD = 28,      /* (logits, targets, lse, dloss ()) -> dlogits (R, V) */
+    BORA_OP_GATHER = 29,         /* table (V, D), ids i32 (R) -> (R, D) */
+    BORA_OP_SCATTER_ADD = 30,    /* ids i32 (R), rows (R, D) -> table (V, D), zeros elsewhere */
+    BORA_OP_ATTENTION = 31,      /* q (B,H,T,E), k (B,H,S,E), v (B,H,S,E), [seg_q (B,T),
+                                 seg_k (B,S)] -> out (B,H,T,E), lse (B,H,T) */
+    BORA_OP_ATTENTION_GRAD = 32, /* (q, k, v, out, lse, dout, [seg_q, seg_k]) -> dq, dk, dv */
+    BORA_OP_PAD = 33,            /* out = zeros with in placed at start along axis (bora_opt_pad) */
+    BORA_OP_CONCAT = 34,         /* inputs joined along axis (bora_opt_pad.axis) */
+    BORA_OP_COUNT_ = 35          /* one past the last op id */
+} bora_op;
+
+/* Options structs; each begins with its own struct_size. */
+typedef struct bora_opt_scalar {
+    uint32_t struct_size;
+    uint32_t reserved;
+    double value;
+} bora_opt_scalar;
+
+typedef struct bora_opt_act {
+    uint32_t struct_size;
+    int32_t op; /* the activation's op id (BORA_OP_GELU_TANH, ...) */
+} bora_opt_act;
+
+typedef struct bora_opt_reduce {
+    uint32_t struct_size;
+    int32_t n_reduced; /* how many trailing input axes are reduced */
+} bora_opt_reduce;
+
+typedef struct bora_opt_norm {
+    uint32_t struct_size;
+    uint32_t reserved;
+    double eps;
+} bora_opt_norm;
+
+typedef struct bora_opt_xent {
+    uint32_t struct_size;
+    int32_t ignore_index; /* targets equal to it contribute nothing */
+    double z_loss;        /* weight of lse² added per counted position (0: none) */
+} bora_opt_xent;
+
+typedef struct bora_opt_attention {
+    uint32_t struct_size;
+    int32_t causal;   /* position t sees keys s <= t */
+    double scale;     /* applied to q·k, usually 1/sqrt(head_dim) */
+    int32_t segments; /* 1 when segment ids are given: attend only within a document */
+    int32_t reserved;
+} bora_opt_attention;
+
+typedef struct bora_opt_pad {
+    uint32_t struct_size;
+    int32_t axis;
+    int64_t start;
+} bora_opt_pad;
+
+/* Options of bora_dot: a fused bias and activation applied after the product. */
+typedef struct bora_dot_opts {
+    uint32_t struct_size;
+    int32_t activation; /* 0, or BORA_OP_GELU_TANH / BORA_OP_GELU_EXACT / BORA_OP_RELU / ... */
+    bora_tensor *bias;  /* NULL, or a tensor whose axes are among the result's */
+} bora_dot_opts;
+
+/* Options of bora_cross_entropy. */
+typedef struct bora_xent_opts {
+    uint32_t struct_size;
+    int32_t ignore_index; /* default -100 when opts is NULL */
+    double z_loss;
+} bora_xent_opts;
+
+/* Options of bora_attention. Axis names default to position / key_position / head_dim. */
+typedef struct bora_attention_opts {
+    uint32_t struct_size;
+    int32_t causal;
+    double scale;              /* 0: 1/sqrt(head_dim) */
+    bora_tensor *segment_ids;  /* NULL, or i32 (batch, position): attend within a document */
+    const char *query_axis;    /* the queries' position axis */
+    const char *key_axis;      /* the keys' position axis (rename queries' to make it) */
+    const char *head_dim_axis; /* contracted between q and k */
+} bora_attention_opts;
+
+/* The builder's functions; reached through every graph, so call sites read bora_add(g, a, b). */
+struct bora_graph_api {
+    uint32_t struct_size;
+    uint32_t reserved;
+
+    /* What the graph is built for (a bora_mode). */
+    int32_t (*mode)(bora_graph *g);
+    /* The first error of the build, with its message kept by the host (BORA_OK if none). */
+    bora_status (*status)(bora_graph *g);
+
+    /* A trainable parameter, named as in the Hugging Face state dict; shared by name across the
+     * run's graphs (the same name must have the same shape and dtype). */
+    bora_tensor *(*param)(bora_graph *g, const char *name, int32_t dtype, int32_t ndim,
+                          const bora_axis *axes, bora_init init, uint32_t flags);
+    /* A tensor the host fills before each execution (token ids, targets, a 0-d learning rate). */
+    bora_tensor *(*input)(bora_graph *g, const char *name, int32_t dtype, int32_t ndim,
+                          const bora_axis *axes);
+    /* Give t a name for messages and reports. Returns t. */
+    bora_tensor *(*name)(bora_graph *g, bora_tensor *t, const char *name);
+
+    /* Views: no copy, no kernel. */
+    bora_tensor *(*slice)(bora_graph *g, bora_tensor *t, const char *axis, int64_t start,
+                          int64_t length);
+    bora_tensor *(*permute)(bora_graph *g, bora_tensor *t, int32_t n, const char *const *order);
+    bora_tensor *(*rename)(bora_graph *g, bora_tensor *t, const char *from, const char *to);
+    /* Split axis into n axes (sizes multiply to its size), in its place. */
+    bora_tensor *(*split)(bora_graph *g, bora_tensor *t, const char *axis, int32_t n,
+                          const bora_axis *parts);
+    /* Merge n adjacent axes, in order, into one named into (copies first if strides demand). */
+    bora_tensor *(*merge)(bora_graph *g, bora_tensor *t, int32_t n, const char *const *axes,
+                          const char *into);
+    /* Add an axis (first) along which t repeats. */
+    bora_tensor *(*broadcast)(bora_graph *g, bora_tensor *t, bora_axis axis);
+
+    /* Math. */
+    bora_tensor *(*unary)(bora_graph *g, int32_t op, bora_tensor *x);
+    bora_tensor *(*binary)(bora_graph *g, int32_t op, bora_tensor *a, bora_tensor *b);
+    bora_tensor *(*scale)(bora_graph *g, bora_tensor *x, double factor);
+    bora_tensor *(*dot)(bora_graph *g, bora_tensor *a, bora_tensor *b, int32_t n_contract,
+                        const char *const *contract, const bora_dot_opts *opts);
+    /* Reduce over the named axes: BORA_OP_SUM, BORA_OP_MAX, or 0 for the mean. */
+    bora_tensor *(*reduce)(bora_graph *g, int32_t op, bora_tensor *x, int32_t n,
+                           const char *const *axes);
+    bora_tensor *(*layernorm)(bora_graph *g, bora_tensor *x, bora_tensor *gamma, bora_tensor *beta,
+                              const char *axis, double eps);
+    bora_tensor *(*softmax)(bora_graph *g, bora_tensor *x, const char *axis);
+    bora_tensor *(*log_softmax)(bora_graph *g, bora_tensor *x, const char *axis);
+    /* Masked sum over every position of -log softmax(logits)[target], a 0-d tensor; positions
+     * whose target is ignore_index count nothing. targets are i32 with logits' axes but vocab. */
+    bora_tensor *(*cross_entropy)(bora_graph *g, bora_tensor *logits, bora_tensor *targets,
+                                  const char *vocab_axis, const bora_xent_opts *opts);
+    /* Rows of table (vocab, ...) picked by i32 ids: the result has ids' axes then table's rest. */
+    bora_tensor *(*embedding)(bora_graph *g, bora_tensor *table, bora_tensor *ids,
+                              const char *vocab_axis);
+    /* Scaled dot-product attention. q (batch..., position, head_dim), k and v with the key axis
+     * in place of position; any other shared axes (heads) are batch axes. */
+    bora_tensor *(*attention)(bora_graph *g, bora_tensor *q, bora_tensor *k, bora_tensor *v,
+                              const bora_attention_opts *opts);
+    bora_tensor *(*cast)(bora_graph *g, bora_tensor *x, int32_t dtype);
+    bora_tensor *(*contiguous)(bora_graph *g, bora_tensor *x);
+    bora_tensor *(*concat)(bora_graph *g, const char *axis, int32_t n, bora_tensor *const *xs);
+
+    /* Introspection. */
+    int32_t (*ndim)(const bora_tensor *t);
+    bora_axis (*axis)(const bora_tensor *t, int32_t i);
+    int32_t (*dtype)(const bora_tensor *t);
+};
+
+/* The public head of every graph: the builder's functions. Host-private state follows. */
+struct bora_graph {
+    const bora_graph_api *api;
+};
+
+/* Short call sites. */
+static inline int32_t bora_graph_mode(bora_graph *g)
+{
+    return g->api->mode(g);
+}
+static inline bora_status bora_graph_status(bora_graph *g)
+{
+    return g->api->status(g);
+}
+static inline bora_tensor *bora_param(bora_graph *g, const char *name, int32_t dtype, int32_t ndim,
+                                      const bora_axis *axes, bora_init init, uint32_t flags)
+{
+    return g->api->param(g, name, dtype, ndim, axes, init, flags);
+}
+static inline bora_tensor *bora_input(bora_graph *g, const char *name, int32_t dtype, int32_t ndim,
+                                      const bora_axis *axes)
+{
+    return g->api->input(g, name, dtype, ndim, axes);
+}
+static inline bora_tensor *bora_add(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_ADD, a, b);
+}
+static inline bora_tensor *bora_sub(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_SUB, a, b);
+}
+static inline bora_tensor *bora_mul(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_MUL, a, b);
+}
+static inline bora_tensor *bora_div(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_DIV, a, b);
+}
+static inline bora_tensor *bora_unary(bora_graph *g, int32_t op, bora_tensor *x)
+{
+    return g->api->unary(g, op, x);
+}
+static inline bora_tensor *bora_dot(bora_graph *g, bora_tensor *a, bora_tensor *b, int32_t n,
+                                    const char *const *contract)
+{
+    return g->api->dot(g, a, b, n, contract, NULL);
+}
+static inline bora_tensor *bora_rename(bora_graph *g, bora_tensor *t, const char *from,
+                                       const char *to)
+{
+    return g->api->rename(g, t, from, to);
+}
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,291 @@
+/* core/graph/autodiff.c — reverse-mode differentiation of a built graph.
+ *
+ * Nodes are visited in reverse creation order; each rule adds graph nodes that compute its
+ * inputs' gradients from its outputs' (views invert themselves: a slice pads, a broadcast sums,
+ * a merge splits). Contributions to one value are summed in the order they arrive, which is
+ * fixed by the graph, so results are deterministic. Each parameter's total gradient is added
+ * into its persistent gradient buffer, so tied weights and micro-batches accumulate. */
+#include "graph.h"
+
+#include "../util/log.h"
+
+#include <string.h>
+
+/* Add dv to v's gradient (aligned by name). */
+static void acc(g_graph *g, gval *v, gval *dv)
+{
+    if (!v || !dv || !v->requires_grad || g->status)
+        return;
+    if (dv->dtype != v->dtype)
+        dv = g->pub.api->cast(&g->pub, dv, v->dtype);
+    if (!v->grad)
+        v->grad = g_permute(g, dv, v->ndim, v->names);
+    else
+        v->grad = g_binary(g, BORA_OP_ADD, v->grad, dv);
+}
+
+static gval *in_order(g_graph *g, gval *dv, const gval *like)
+{
+    return dv ? g_permute(g, dv, like->ndim, like->names) : NULL;
+}
+
+static gval *neg(g_graph *g, gval *x)
+{
+    return g->pub.api->unary(&g->pub, BORA_OP_NEG, x);
+}
+static gval *mul(g_graph *g, gval *a, gval *b)
+{
+    return g_binary(g, BORA_OP_MUL, a, b);
+}
+static gval *divide(g_graph *g, gval *a, gval *b)
+{
+    return g_binary(g, BORA_OP_DIV, a, b);
+}
+static gval *sub(g_graph *g, gval *a, gval *b)
+{
+    return g_binary(g, BORA_OP_SUB, a, b);
+}
+static gval *scale(g_graph *g, gval *x, double s)
+{
+    return g->pub.api->scale(&g->pub, x, s);
+}
+
+/* A node with nout fresh outputs shaped like the given values. */
+static gnode *multi(g_graph *g, int op, int nin, gval *const *in, int nout, const gval *const *like)
+{
+    gnode *n = g_new_node(g, op, nin, in);
+    for (int i = 0; n && i < nout; i++) {
+        gval *v = g_new_value(g, like[i]->dtype, like[i]->ndim, like[i]->dims, like[i]->names);
+        if (!v)
+            return NULL;
+        g_add_out(n, v);
+        v->label = g_op_name(op);
+    }
+    return n;
+}
+
+static void view_backward(g_graph *g, gnode *n)
+{
+    gval *src = n->in[0], *out = n->out[0], *dv = in_order(g, out->grad, out);
+    if (!dv || !src->requires_grad)
+        return;
+    const bora_graph_api *A = g->pub.api;
+    switch (n->view) {
+    case V_PERMUTE: acc(g, src, dv); break;
+    case V_RENAME: acc(g, src, A->rename(&g->pub, dv, n->vname[1], n->vname[0])); break;
+    case V_SLICE: acc(g, src, g_pad(g, dv, src, g_axis_index(src, n->vname[0]), n->vstart)); break;
+    case V_BROADCAST: acc(g, src, g_reduce_sum_to(g, dv, src)); break;
+    case V_SPLIT:
+        if (n->vn == 0) /* a size-1 axis was dropped: put it back */
+            acc(g, src, A->broadcast(&g->pub, dv, n->vparts[0]));
+        else
+            acc(g, src, A->merge(&g->pub, dv, n->vn, n->vname, n->vparts[0].name));
+        break;
+    case V_MERGE: acc(g, src, A->split(&g->pub, dv, n->vname[0], n->vn, n->vparts)); break;
+    default: g_fail(g, "internal: unknown view kind %d", n->view);
+    }
+}
+
+static void op_backward(g_graph *g, gnode *n)
+{
+    gval *y = n->out[0], *dy = y->grad;
+    gval *x = n->nin > 0 ? n->in[0] : NULL, *b = n->nin > 1 ? n->in[1] : NULL;
+    const bora_graph_api *A = g->pub.api;
+    int any = 0;
+    for (int i = 0; i < n->nin; i++)
+        any |= n->in[i]->requires_grad;
+    if (!any)
+        return;
+    if (!dy && n->op != BORA_OP_LAYERNORM)
+        return;
+    switch (n->op) {
+    case BORA_OP_ADD:
+        acc(g, x, dy);
+        acc(g, b, dy);
+        break;
+    case BORA_OP_SUB:
+        acc(g, x, dy);
+        if (b->requires_grad)
+            acc(g, b, neg(g, dy));
+        break;
+    case BORA_OP_MUL:
+        if (x->requires_grad)
+            acc(g, x, mul(g, dy, b));
+        if (b->requires_grad)
+            acc(g, b, mul(g, dy, x));
+        break;
+    case BORA_OP_DIV:
+        if (x->requires_grad)
+            acc(g, x, divide(g, dy, b));
+        if (b->requires_grad)
+            acc(g, b, neg(g, divide(g, mul(g, dy, y), b)));
+        break;
+    case BORA_OP_NEG: acc(g, x, neg(g, dy)); break;
+    case BORA_OP_EXP: acc(g, x, mul(g, dy, y)); break;
+    case BORA_OP_LOG: acc(g, x, divide(g, dy, x)); break;
+    case BORA_OP_SQRT: acc(g, x, divide(g, scale(g, dy, 0.5), y)); break;
+    case BORA_OP_RSQRT: acc(g, x, scale(g, mul(g, dy, mul(g, y, mul(g, y, y))), -0.5)); break;
+    case BORA_OP_TANH:
+    case BORA_OP_SIGMOID:
+    case BORA_OP_RELU:
+    case BORA_OP_SILU:
+    case BORA_OP_GELU_TANH:
+    case BORA_OP_GELU_EXACT: {
+        gval *ins[2] = {x, in_order(g, dy, x)};
+        gval *dx = ins[1] ? g_op1(g, BORA_OP_ACT_GRAD, 2, ins, x->dtype, x->ndim, x->dims, x->names)
+                          : NULL;
+        if (dx)
+            dx->node->opt.act = (bora_opt_act){sizeof(bora_opt_act), n->op};
+        acc(g, x, dx);
+        break;
+    }
+    case BORA_OP_SCALE: acc(g, x, scale(g, dy, n->opt.scalar.value)); break;
+    case BORA_OP_COPY: acc(g, x, dy); break;
+    case BORA_OP_SUM: acc(g, x, g_align_to(g, dy, x)); break;
+    case BORA_OP_MAX: {
+        gval *ins[3] = {x, g_align_to(g, y, x), g_align_to(g, dy, x)};
+        gval *dx = ins[1] && ins[2]
+                       ? g_op1(g, BORA_OP_ACT_GRAD, 3, ins, x->dtype, x->ndim, x->dims, x->names)
+                       : NULL;
+        if (dx)
+            dx->node->opt.act = (bora_opt_act){sizeof(bora_opt_act), BORA_OP_MAX};
+        acc(g, x, dx);
+        break;
+    }
+    case BORA_OP_MATMUL: {
+        /* C = A B over (batch, m, k) x (batch, k, n): dA = dC Bᵀ, dB = Aᵀ dC. */
+        dy = in_order(g, dy, y);
+        if (x->requires_grad) {
+            const char *bt[3] = {b->names[0], b->names[2], b->names[1]};
+            gval *bT = g_permute(g, b, 3, bt);
+            acc(g, x, bT ? g_matmul3(g, dy, bT) : NULL);
+        }
+        if (b->requires_grad) {
+            const char *at[3] = {x->names[0], x->names[2], x->names[1]};
+            gval *aT = g_permute(g, x, 3, at);
+            acc(g, b, aT ? g_matmul3(g, aT, dy) : NULL);
+        }
+        break;
+    }
+    case BORA_OP_LAYERNORM: {
+        if (!dy)
+            return;
+        gval *ins[5] = {x, b, n->out[1], n->out[2], in_order(g, dy, y)};
+        const gval *like[3] = {x, b, n->in[2]};
+        gnode *gn = ins[4] ? multi(g, BORA_OP_LAYERNORM_GRAD, 5, ins, 3, like) : NULL;
+        if (!gn)
+            return;
+        gn->opt.norm = n->opt.norm;
+        acc(g, x, gn->out[0]);
+        acc(g, b, gn->out[1]);
+        acc(g, n->in[2], gn->out[2]);
+        break;
+    }
+    case BORA_OP_SOFTMAX: {
+        /* dx = y (dy - Σ dy·y) over the last axis */
+        dy = in_order(g, dy, y);
+        const char *last = y->names[y->ndim - 1];
+        gval *t = g_reduce_last(g, BORA_OP_SUM, mul(g, dy, y), 1, &last);
+        acc(g, x, t ? mul(g, y, sub(g, dy, g_align_to(g, t, y))) : NULL);
+        break;
+    }
+    case BORA_OP_LOG_SOFTMAX: {
+        /* dx = dy - exp(y) Σ dy */
+        dy = in_order(g, dy, y);
+        const char *last = y->names[y->ndim - 1];
+        gval *t = g_reduce_last(g, BORA_OP_SUM, dy, 1, &last);
+        gval *e = A->unary(&g->pub, BORA_OP_EXP, y);
+        acc(g, x, t && e ? sub(g, dy, mul(g, e, g_align_to(g, t, y))) : NULL);
+        break;
+    }
+    case BORA_OP_XENT: {
+        gval *ins[4] = {x, b, n->out[1], dy};
+        gval *dl = g_op1(g, BORA_OP_XENT_GRAD, 4, ins, x->dtype, x->ndim, x->dims, x->names);
+        if (dl)
+            dl->node->opt.xent = n->opt.xent;
+        acc(g, x, dl);
+        break;
+    }
+    case BORA_OP_GATHER: {
+        gval *ins[2] = {b, in_order(g, dy, y)};
+        acc(g, x,
+            ins[1] ? g_op1(g, BORA_OP_SCATTER_ADD, 2, ins, x->dtype, x->ndim, x->dims, x->names)
+                   : NULL);
+        break;
+    }
+    case BORA_OP_ATTENTION: {
+        gval *ins[8] = {n->in[0], n->in[1], n->in[2], y, n->out[1], in_order(g, dy, y)};
+        int nin = 6;
+        if (n->nin == 5) {
+            ins[6] = n->in[3];
+            ins[7] = n->in[4];
+            nin = 8;
+        }
+        const gval *like[3] = {n->in[0], n->in[1], n->in[2]};
+        gnode *gn = ins[5] ? multi(g, BORA_OP_ATTENTION_GRAD, nin, ins, 3, like) : NULL;
+        if (!gn)
+            return;
+        gn->opt.attn = n->opt.attn;
+        for (int i = 0; i < 3; i++)
+            acc(g, n->in[i], gn->out[i]);
+        break;
+    }
+    case BORA_OP_PAD: {
+        dy = in_order(g, dy, y);
+        int ax = n->opt.pad.axis;
+        acc(g, x, A->slice(&g->pub, dy, y->names[ax], n->opt.pad.start, x->dims[ax]));
+        break;
+    }
+    case BORA_OP_CONCAT: {
+        dy = in_order(g, dy, y);
+        int ax = n->opt.pad.axis;
+        int64_t at = 0;
+        for (int i = 0; i < n->nin; i++) {
+            acc(g, n->in[i], A->slice(&g->pub, dy, y->names[ax], at, n->in[i]->dims[ax]));
+            at += n->in[i]->dims[ax];
+        }
+        break;
+    }
+    case BORA_OP_FILL: break;
+    default: g_fail(g, "no gradient rule for op '%s'", g_op_name(n->op));
+    }
+}
+
+bora_status g_autodiff(g_graph *g, gval *loss)
+{
+    if (g->status)
+        return g->status;
+    if (loss->ndim != 0) {
+        char d[256];
+        g_describe(loss, d, sizeof d);
+        return g_fail(g, "the loss %s must be a 0-d tensor (a sum or mean)", d);
+    }
+    if (!loss->requires_grad)
+        return g_fail(g, "the loss does not depend on any parameter");
+    loss->grad = g_fill(g, loss, 1.0);
+    size_t n_forward = g->n_nodes;
+    for (size_t i = n_forward; i-- > 0 && !g->status;) {
+        gnode *n = g->nodes[i];
+        if (n->op == G_VIEW)
+            view_backward(g, n);
+        else if (n->op != G_PARAM && n->op != G_INPUT)
+            op_backward(g, n);
+    }
+    /* Each parameter's total into its persistent buffer: grad += dparam. */
+    for (size_t i = 0; i < n_forward && !g->status; i++) {
+        gnode *n = g->nodes[i];
+        if (n->op != G_PARAM || !n->out[0]->grad)
+            continue;
+        gval *p = n->out[0];
+        gval *d = in_order(g, p->grad, p);
+        gnode *acc_node = d ? g_new_node(g, G_GRAD, 1, &d) : NULL;
+        gval *buf = acc_node ? g_new_value(g, p->dtype, p->ndim, p->dims, p->names) : NULL;
+        if (!buf)
+            break;
+        buf->storage = S_GRAD;
+        buf->slot = p->slot;
+        buf->label = p->label;
+        g_add_out(acc_node, buf);
+    }
+    return g->status;
+}

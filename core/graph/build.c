@@ -1,0 +1,1499 @@
+/* core/graph/build.c — the graph builder behind bora_graph_api: leaves, views, and ops with
+ * named-axis checks. Every op checks its operands' names and sizes and either appends nodes or
+ * records one error that names the op, the tensors and their axes. */
+#include "graph.h"
+
+#include "../util/log.h"
+#include "../util/str.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- names ------------------------------------------------------------------------------- */
+
+static char **g_interned;
+static size_t g_n_interned, g_cap_interned;
+
+const char *g_intern(const char *s)
+{
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < g_n_interned; i++)
+        if (!strcmp(g_interned[i], s))
+            return g_interned[i];
+    if (g_n_interned == g_cap_interned) {
+        size_t cap = g_cap_interned ? g_cap_interned * 2 : 64;
+        char **n = realloc(g_interned, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        g_interned = n;
+        g_cap_interned = cap;
+    }
+    char *copy = bora_strdup(s);
+    if (copy)
+        g_interned[g_n_interned++] = copy;
+    return copy;
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+bora_status g_fail(g_graph *g, const char *fmt, ...)
+{
+    if (g->status == BORA_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->error, sizeof g->error, fmt, ap);
+        va_end(ap);
+        g->status = BORA_ERR_INVALID;
+    }
+    bora_error_set(g->status, "%s", g->error);
+    return g->status;
+}
+
+void g_describe(const gval *v, char *buf, size_t cap)
+{
+    size_t w = (size_t)snprintf(buf, cap, "'%s' (", v->label ? v->label : "?");
+    for (int i = 0; i < v->ndim && w < cap; i++)
+        w += (size_t)snprintf(buf + w, cap - w, "%s%s=%lld", i ? ", " : "", v->names[i],
+                              (long long)v->dims[i]);
+    if (w < cap)
+        snprintf(buf + w, cap - w, ")");
+}
+
+/* ---- values and nodes -------------------------------------------------------------------- */
+
+int64_t g_numel(const gval *v)
+{
+    int64_t n = 1;
+    for (int i = 0; i < v->ndim; i++)
+        n *= v->dims[i];
+    return n;
+}
+
+int g_axis_index(const gval *v, const char *name)
+{
+    for (int i = 0; i < v->ndim; i++)
+        if (v->names[i] == name || !strcmp(v->names[i], name))
+            return i;
+    return -1;
+}
+
+static void *grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return arr;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    void *p = realloc(arr, ncap * elem);
+    if (p)
+        *cap = ncap;
+    return p;
+}
+
+gval *g_new_value(g_graph *g, int dtype, int ndim, const int64_t *dims, const char *const *names)
+{
+    gval **vals = grow(g->vals, &g->cap_vals, g->n_vals, sizeof *vals);
+    gval *v = calloc(1, sizeof *v);
+    if (!vals || !v) {
+        free(v);
+        g_fail(g, "out of memory");
+        return NULL;
+    }
+    g->vals = vals;
+    v->id = (int)g->n_vals;
+    v->dtype = dtype;
+    v->ndim = ndim;
+    int64_t stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        v->dims[i] = dims[i];
+        v->names[i] = g_intern(names[i]);
+        v->strides[i] = stride;
+        stride *= dims[i];
+    }
+    v->base = v;
+    v->slot = -1;
+    g->vals[g->n_vals++] = v;
+    return v;
+}
+
+gnode *g_new_node(g_graph *g, int op, int nin, gval *const *in)
+{
+    gnode **nodes = grow(g->nodes, &g->cap_nodes, g->n_nodes, sizeof *nodes);
+    gnode *n = calloc(1, sizeof *n);
+    if (!nodes || !n) {
+        free(n);
+        g_fail(g, "out of memory");
+        return NULL;
+    }
+    g->nodes = nodes;
+    n->id = (int)g->n_nodes;
+    n->op = op;
+    n->nin = nin;
+    for (int i = 0; i < nin; i++)
+        n->in[i] = in[i];
+    g->nodes[g->n_nodes++] = n;
+    return n;
+}
+
+void g_add_out(gnode *n, gval *v)
+{
+    n->out[n->nout++] = v;
+    v->node = n;
+    for (int i = 0; i < n->nin; i++)
+        if (n->in[i] && n->in[i]->requires_grad)
+            v->requires_grad = 1;
+}
+
+static int is_float(int dtype)
+{
+    return dtype == BORA_DTYPE_F32 || dtype == BORA_DTYPE_F64 || dtype == BORA_DTYPE_BF16 ||
+           dtype == BORA_DTYPE_F16;
+}
+
+/* A node of op over inputs producing one fresh value of the given shape. */
+gval *g_op1(g_graph *g, int op, int nin, gval *const *in, int dtype, int ndim, const int64_t *dims,
+            const char *const *names)
+{
+    gnode *n = g_new_node(g, op, nin, in);
+    gval *v = n ? g_new_value(g, dtype, ndim, dims, names) : NULL;
+    if (!v)
+        return NULL;
+    g_add_out(n, v);
+    v->requires_grad = v->requires_grad && is_float(dtype);
+    char label[64];
+    snprintf(label, sizeof label, "%s#%d", g_op_name(op), v->id);
+    v->label = g_intern(label);
+    return v;
+}
+
+/* A view of src: same storage, shape set by the caller. */
+gval *g_view(g_graph *g, gval *src, int kind)
+{
+    gnode *n = g_new_node(g, G_VIEW, 1, &src);
+    gval **vals = n ? grow(g->vals, &g->cap_vals, g->n_vals, sizeof *vals) : NULL;
+    gval *v = vals ? calloc(1, sizeof *v) : NULL;
+    if (!v) {
+        g_fail(g, "out of memory");
+        return NULL;
+    }
+    g->vals = vals;
+    *v = *src;
+    v->id = (int)g->n_vals;
+    v->grad = NULL;
+    v->node = NULL;
+    v->slot = -1;
+    g->vals[g->n_vals++] = v;
+    n->view = kind;
+    g_add_out(n, v);
+    v->requires_grad = src->requires_grad;
+    return v;
+}
+
+/* ---- leaves ------------------------------------------------------------------------------ */
+
+static int check_axes(g_graph *g, const char *what, const char *name, int32_t ndim,
+                      const bora_axis *axes)
+{
+    if (ndim < 0 || ndim > BORA_MAX_DIMS) {
+        g_fail(g, "%s '%s': %d axes; at most %d", what, name, ndim, BORA_MAX_DIMS);
+        return -1;
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (!axes[i].name || !*axes[i].name || axes[i].size < 1) {
+            g_fail(g, "%s '%s': axis %d needs a name and a size >= 1", what, name, i);
+            return -1;
+        }
+        for (int j = 0; j < i; j++)
+            if (!strcmp(axes[i].name, axes[j].name)) {
+                g_fail(g, "%s '%s': axis name '%s' repeats; rename one (e.g. key_position)", what,
+                       name, axes[i].name);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+static gval *leaf(g_graph *g, int kind, const char *name, int32_t dtype, int32_t ndim,
+                  const bora_axis *axes)
+{
+    int64_t dims[BORA_MAX_DIMS];
+    const char *names[BORA_MAX_DIMS];
+    for (int i = 0; i < ndim; i++)
+        dims[i] = axes[i].size, names[i] = axes[i].name;
+    gnode *n = g_new_node(g, kind, 0, NULL);
+    gval *v = n ? g_new_value(g, dtype, ndim, dims, names) : NULL;
+    if (!v)
+        return NULL;
+    g_add_out(n, v);
+    v->label = g_intern(name);
+    return v;
+}
+
+static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, int32_t ndim,
+                              const bora_axis *axes, bora_init init, uint32_t flags)
+{
+    g_graph *g = (g_graph *)gp;
+    if (g->status)
+        return NULL;
+    if (!name || !*name || check_axes(g, "parameter", name, ndim, axes))
+        return name ? NULL : (g_fail(g, "a parameter needs a name"), NULL);
+    if (dtype != BORA_DTYPE_F32 && dtype != BORA_DTYPE_F64) {
+        g_fail(g, "parameter '%s': dtype %d; parameters are f32 or f64", name, dtype);
+        return NULL;
+    }
+    g_store *s = g->store;
+    long at = g_store_find(s, name);
+    if (at >= 0) {
+        g_slot *p = &s->slots[at];
+        int same = p->dtype == dtype && p->ndim == ndim;
+        for (int i = 0; same && i < ndim; i++)
+            same = p->dims[i] == axes[i].size && !strcmp(p->names[i], axes[i].name);
+        if (!same) {
+            g_fail(g, "parameter '%s' is declared again with another shape or dtype", name);
+            return NULL;
+        }
+        for (size_t i = 0; i < g->n_vals; i++)
+            if (g->vals[i]->base == g->vals[i] && g->vals[i]->storage == S_PARAM &&
+                g->vals[i]->slot == at) {
+                g_fail(g, "parameter '%s' is declared twice in one graph", name);
+                return NULL;
+            }
+    } else {
+        if (s->params) {
+            g_fail(g, "parameter '%s' is new after the store was allocated", name);
+            return NULL;
+        }
+        g_slot *slots = grow(s->slots, &s->cap_slots, s->n_slots, sizeof *slots);
+        if (!slots) {
+            g_fail(g, "out of memory");
+            return NULL;
+        }
+        s->slots = slots;
+        g_slot *p = &s->slots[s->n_slots];
+        memset(p, 0, sizeof *p);
+        p->name = bora_strdup(name);
+        p->dtype = dtype;
+        p->ndim = ndim;
+        size_t n = 1;
+        for (int i = 0; i < ndim; i++) {
+            p->dims[i] = axes[i].size;
+            p->names[i] = g_intern(axes[i].name);
+            n *= (size_t)axes[i].size;
+        }
+        p->init = init;
+        p->flags = flags;
+        p->offset = s->param_bytes;
+        p->nbytes = n * bora_dtype_size(dtype);
+        s->param_bytes += (p->nbytes + 63) & ~(size_t)63; /* each parameter 64-byte aligned */
+        at = (long)s->n_slots++;
+    }
+    gval *v = leaf(g, G_PARAM, name, dtype, ndim, axes);
+    if (v) {
+        v->storage = S_PARAM;
+        v->slot = (int)at;
+        v->requires_grad = 1;
+    }
+    return v;
+}
+
+static bora_tensor *api_input(bora_graph *gp, const char *name, int32_t dtype, int32_t ndim,
+                              const bora_axis *axes)
+{
+    g_graph *g = (g_graph *)gp;
+    if (g->status)
+        return NULL;
+    if (!name || !*name) {
+        g_fail(g, "an input needs a name");
+        return NULL;
+    }
+    if (check_axes(g, "input", name, ndim, axes))
+        return NULL;
+    if (!bora_dtype_size(dtype)) {
+        g_fail(g, "input '%s': unknown dtype %d", name, dtype);
+        return NULL;
+    }
+    for (size_t i = 0; i < g->n_inputs; i++)
+        if (!strcmp(g->inputs[i].value->label, name)) {
+            g_fail(g, "input '%s' is declared twice", name);
+            return NULL;
+        }
+    g_input *inputs = grow(g->inputs, &g->cap_inputs, g->n_inputs, sizeof *inputs);
+    if (!inputs) {
+        g_fail(g, "out of memory");
+        return NULL;
+    }
+    g->inputs = inputs;
+    gval *v = leaf(g, G_INPUT, name, dtype, ndim, axes);
+    if (!v)
+        return NULL;
+    v->storage = S_INPUT;
+    v->slot = (int)g->n_inputs;
+    g->inputs[g->n_inputs++] =
+        (g_input){v, NULL, NULL, (size_t)g_numel(v) * bora_dtype_size(dtype)};
+    return v;
+}
+
+static bora_tensor *api_name(bora_graph *gp, bora_tensor *t, const char *name)
+{
+    (void)gp;
+    if (t && name)
+        t->label = g_intern(name);
+    return t;
+}
+
+/* ---- views ------------------------------------------------------------------------------- */
+
+#define NEED(g, ...)                                                  \
+    do {                                                              \
+        if ((g)->status)                                              \
+            return NULL;                                              \
+        const void *args_[] = {__VA_ARGS__};                          \
+        for (size_t i_ = 0; i_ < sizeof args_ / sizeof *args_; i_++)  \
+            if (!args_[i_]) {                                         \
+                g_fail((g), "%s: an argument is NULL", __func__ + 4); \
+                return NULL;                                          \
+            }                                                         \
+    } while (0)
+
+static bora_tensor *api_slice(bora_graph *gp, bora_tensor *t, const char *axis, int64_t start,
+                              int64_t length)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, t, axis);
+    int i = g_axis_index(t, axis);
+    char d[256];
+    if (i < 0 || start < 0 || length < 1 || start + length > t->dims[i]) {
+        g_describe(t, d, sizeof d);
+        g_fail(g, "slice: %s has no range %lld..%lld along '%s'", d, (long long)start,
+               (long long)(start + length), axis);
+        return NULL;
+    }
+    gval *v = g_view(g, t, V_SLICE);
+    if (!v)
+        return NULL;
+    v->offset += start * t->strides[i];
+    v->dims[i] = length;
+    v->node->vname[0] = t->names[i];
+    v->node->vstart = start;
+    return v;
+}
+
+gval *g_permute(g_graph *g, gval *t, int n, const char *const *order)
+{
+    char d[256];
+    if (n != t->ndim) {
+        g_describe(t, d, sizeof d);
+        g_fail(g, "permute: %s has %d axes but %d were given", d, t->ndim, n);
+        return NULL;
+    }
+    int idx[BORA_MAX_DIMS];
+    for (int i = 0; i < n; i++) {
+        idx[i] = g_axis_index(t, order[i]);
+        for (int j = 0; j < i && idx[i] >= 0; j++)
+            if (idx[j] == idx[i])
+                idx[i] = -1;
+        if (idx[i] < 0) {
+            g_describe(t, d, sizeof d);
+            g_fail(g, "permute: %s has no axis '%s' (or it is named twice)", d, order[i]);
+            return NULL;
+        }
+    }
+    int identity = 1;
+    for (int i = 0; i < n; i++)
+        identity &= idx[i] == i;
+    if (identity)
+        return t;
+    gval *v = g_view(g, t, V_PERMUTE);
+    if (!v)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        v->dims[i] = t->dims[idx[i]];
+        v->strides[i] = t->strides[idx[i]];
+        v->names[i] = t->names[idx[i]];
+        v->node->vname[i] = t->names[i]; /* the source's order, for the inverse */
+    }
+    v->node->vn = n;
+    return v;
+}
+
+static bora_tensor *api_permute(bora_graph *gp, bora_tensor *t, int32_t n, const char *const *order)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, t, order);
+    return g_permute(g, t, n, order);
+}
+
+static bora_tensor *api_rename(bora_graph *gp, bora_tensor *t, const char *from, const char *to)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, t, from, to);
+    int i = g_axis_index(t, from);
+    char d[256];
+    if (i < 0 || (g_axis_index(t, to) >= 0 && strcmp(from, to))) {
+        g_describe(t, d, sizeof d);
+        g_fail(g, i < 0 ? "rename: %s has no axis '%s'" : "rename: %s already has an axis '%s'", d,
+               i < 0 ? from : to);
+        return NULL;
+    }
+    gval *v = g_view(g, t, V_RENAME);
+    if (!v)
+        return NULL;
+    v->names[i] = g_intern(to);
+    v->node->vname[0] = t->names[i];
+    v->node->vname[1] = v->names[i];
+    return v;
+}
+
+static bora_tensor *api_split(bora_graph *gp, bora_tensor *t, const char *axis, int32_t n,
+                              const bora_axis *parts)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, t, axis);
+    int i = g_axis_index(t, axis);
+    char d[256];
+    int64_t prod = 1;
+    for (int k = 0; k < n; k++)
+        prod *= parts[k].size;
+    if (i < 0 || n < 0 || t->ndim - 1 + n > BORA_MAX_DIMS || prod != t->dims[i] ||
+        (n == 0 && t->dims[i] != 1)) {
+        g_describe(t, d, sizeof d);
+        g_fail(g, "split: %s cannot split '%s' into %d axes of product %lld", d, axis, n,
+               (long long)prod);
+        return NULL;
+    }
+    for (int k = 0; k < n; k++) {
+        int clash = g_axis_index(t, parts[k].name);
+        if ((clash >= 0 && clash != i) || parts[k].size < 1) {
+            g_describe(t, d, sizeof d);
+            g_fail(g, "split: %s already has an axis '%s'", d, parts[k].name);
+            return NULL;
+        }
+    }
+    gval *v = g_view(g, t, V_SPLIT);
+    if (!v)
+        return NULL;
+    v->ndim = t->ndim - 1 + n;
+    for (int k = 0; k < t->ndim - 1 - i; k++) { /* the axes after i move right */
+        v->dims[i + n + k] = t->dims[i + 1 + k];
+        v->strides[i + n + k] = t->strides[i + 1 + k];
+        v->names[i + n + k] = t->names[i + 1 + k];
+    }
+    int64_t stride = t->strides[i];
+    for (int k = n - 1; k >= 0; k--) {
+        v->dims[i + k] = parts[k].size;
+        v->strides[i + k] = stride;
+        v->names[i + k] = g_intern(parts[k].name);
+        stride *= parts[k].size;
+        v->node->vname[k] = v->names[i + k];
+    }
+    v->node->vn = n;
+    v->node->vparts[0] = (bora_axis){t->names[i], t->dims[i]};
+    return v;
+}
+
+static gval *contiguous(g_graph *g, gval *x);
+
+static bora_tensor *api_merge(bora_graph *gp, bora_tensor *t, int32_t n, const char *const *axes,
+                              const char *into)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, t, axes, into);
+    char d[256];
+    int first = n > 0 ? g_axis_index(t, axes[0]) : -1;
+    int ok = first >= 0 && first + n <= t->ndim;
+    for (int k = 1; ok && k < n; k++)
+        ok = g_axis_index(t, axes[k]) == first + k;
+    int clash = g_axis_index(t, into);
+    if (!ok || (clash >= 0 && (clash < first || clash >= first + n))) {
+        g_describe(t, d, sizeof d);
+        g_fail(g, "merge: %s needs %d adjacent axes in the order given, and a new name", d, n);
+        return NULL;
+    }
+    /* Merging needs each axis to step evenly into the next (size-1 axes always do). */
+    int mergeable = 1;
+    for (int k = first; k < first + n - 1; k++)
+        if (t->dims[k] != 1 && t->dims[k + 1] != 1 &&
+            t->strides[k] != t->strides[k + 1] * t->dims[k + 1])
+            mergeable = 0;
+    if (!mergeable)
+        t = contiguous(g, t);
+    if (!t)
+        return NULL;
+    gval *v = g_view(g, t, V_MERGE);
+    if (!v)
+        return NULL;
+    int64_t size = 1, stride = 1;
+    for (int k = first; k < first + n; k++) {
+        size *= t->dims[k];
+        v->node->vparts[k - first] = (bora_axis){t->names[k], t->dims[k]};
+    }
+    for (int k = first + n - 1; k >= first; k--)
+        if (t->dims[k] != 1) {
+            stride = t->strides[k];
+            break;
+        }
+    v->node->vn = n;
+    v->dims[first] = size;
+    v->strides[first] = stride;
+    v->names[first] = g_intern(into);
+    for (int k = first + n; k < t->ndim; k++) {
+        v->dims[k - n + 1] = t->dims[k];
+        v->strides[k - n + 1] = t->strides[k];
+        v->names[k - n + 1] = t->names[k];
+    }
+    v->ndim = t->ndim - n + 1;
+    v->node->vname[0] = v->names[first];
+    return v;
+}
+
+static bora_tensor *api_broadcast(bora_graph *gp, bora_tensor *t, bora_axis axis)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, t, axis.name);
+    char d[256];
+    if (t->ndim >= BORA_MAX_DIMS || g_axis_index(t, axis.name) >= 0 || axis.size < 1) {
+        g_describe(t, d, sizeof d);
+        g_fail(g, "broadcast: cannot add axis '%s' to %s", axis.name, d);
+        return NULL;
+    }
+    gval *v = g_view(g, t, V_BROADCAST);
+    if (!v)
+        return NULL;
+    for (int k = t->ndim; k > 0; k--) {
+        v->dims[k] = t->dims[k - 1];
+        v->strides[k] = t->strides[k - 1];
+        v->names[k] = t->names[k - 1];
+    }
+    v->dims[0] = axis.size;
+    v->strides[0] = 0;
+    v->names[0] = g_intern(axis.name);
+    v->ndim = t->ndim + 1;
+    v->node->vname[0] = v->names[0];
+    return v;
+}
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+
+/* x seen with the axes of like (x's names are a subset of like's): broadcast views for the
+ * missing axes, then a permute into like's order. */
+gval *g_align_to(g_graph *g, gval *x, const gval *like)
+{
+    for (int i = like->ndim - 1; i >= 0 && x; i--)
+        if (g_axis_index(x, like->names[i]) < 0)
+            x = api_broadcast(&g->pub, x, (bora_axis){like->names[i], like->dims[i]});
+    return x ? g_permute(g, x, like->ndim, like->names) : NULL;
+}
+
+static int subset(const gval *a, const gval *b)
+{
+    for (int i = 0; i < a->ndim; i++) {
+        int j = g_axis_index(b, a->names[i]);
+        if (j < 0)
+            return 0;
+    }
+    return 1;
+}
+
+gval *g_binary(g_graph *g, int op, gval *a, gval *b)
+{
+    char da[256], db[256];
+    const char *opname = g_op_name(op);
+    if (a->dtype != b->dtype) {
+        g_describe(a, da, sizeof da);
+        g_describe(b, db, sizeof db);
+        g_fail(g, "%s: %s and %s have different dtypes; cast one", opname, da, db);
+        return NULL;
+    }
+    for (int i = 0; i < a->ndim; i++) {
+        int j = g_axis_index(b, a->names[i]);
+        if (j >= 0 && b->dims[j] != a->dims[i]) {
+            g_describe(a, da, sizeof da);
+            g_describe(b, db, sizeof db);
+            g_fail(g, "%s: axis '%s' is %lld in %s but %lld in %s", opname, a->names[i],
+                   (long long)a->dims[i], da, (long long)b->dims[j], db);
+            return NULL;
+        }
+    }
+    /* One operand's axes must hold the other's; and a size-1 axis with no partner is the
+     * classic positional mistake ((batch, 1) - (batch)), so it is refused, not broadcast. */
+    const gval *big = subset(b, a) ? a : subset(a, b) ? b : NULL;
+    const gval *small = big == a ? b : a;
+    if (!big) {
+        g_describe(a, da, sizeof da);
+        g_describe(b, db, sizeof db);
+        g_fail(g, "%s: %s and %s each have axes the other lacks; broadcast one explicitly", opname,
+               da, db);
+        return NULL;
+    }
+    for (int i = 0; i < big->ndim; i++)
+        if (big->dims[i] == 1 && g_axis_index(small, big->names[i]) < 0 && small->ndim > 0) {
+            g_describe(a, da, sizeof da);
+            g_describe(b, db, sizeof db);
+            g_fail(g,
+                   "%s: %s has a size-1 axis '%s' that %s lacks; it would broadcast silently. "
+                   "Remove it (slice or merge) or broadcast explicitly",
+                   opname, big == a ? da : db, big->names[i], big == a ? db : da);
+            return NULL;
+        }
+    gval *ins[2] = {g_align_to(g, a, big), g_align_to(g, b, big)};
+    if (!ins[0] || !ins[1])
+        return NULL;
+    return g_op1(g, op, 2, ins, big->dtype, big->ndim, big->dims, big->names);
+}
+
+static bora_tensor *api_binary(bora_graph *gp, int32_t op, bora_tensor *a, bora_tensor *b)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, a, b);
+    if (op < BORA_OP_ADD || op > BORA_OP_DIV) {
+        g_fail(g, "binary: op %d is not add, sub, mul or div", op);
+        return NULL;
+    }
+    if (!is_float(a->dtype)) {
+        char d[256];
+        g_describe(a, d, sizeof d);
+        g_fail(g, "%s: %s is not a floating-point tensor", g_op_name(op), d);
+        return NULL;
+    }
+    return g_binary(g, op, a, b);
+}
+
+static bora_tensor *api_unary(bora_graph *gp, int32_t op, bora_tensor *x)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x);
+    if (op < BORA_OP_NEG || op > BORA_OP_GELU_EXACT) {
+        g_fail(g, "unary: op %d is not a unary op", op);
+        return NULL;
+    }
+    if (!is_float(x->dtype)) {
+        char d[256];
+        g_describe(x, d, sizeof d);
+        g_fail(g, "%s: %s is not a floating-point tensor", g_op_name(op), d);
+        return NULL;
+    }
+    return g_op1(g, op, 1, &x, x->dtype, x->ndim, x->dims, x->names);
+}
+
+static bora_tensor *api_scale(bora_graph *gp, bora_tensor *x, double factor)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x);
+    gval *v = g_op1(g, BORA_OP_SCALE, 1, &x, x->dtype, x->ndim, x->dims, x->names);
+    if (v)
+        v->node->opt.scalar = (bora_opt_scalar){sizeof(bora_opt_scalar), 0, factor};
+    return v;
+}
+
+gval *g_fill(g_graph *g, const gval *like, double value)
+{
+    gval *v = g_op1(g, BORA_OP_FILL, 0, NULL, like->dtype, like->ndim, like->dims, like->names);
+    if (v)
+        v->node->opt.scalar = (bora_opt_scalar){sizeof(bora_opt_scalar), 0, value};
+    return v;
+}
+
+static gval *copy_as(g_graph *g, gval *x, int dtype)
+{
+    return g_op1(g, BORA_OP_COPY, 1, &x, dtype, x->ndim, x->dims, x->names);
+}
+
+gval *g_contiguous(g_graph *g, gval *x)
+{
+    return copy_as(g, x, x->dtype);
+}
+static gval *contiguous(g_graph *g, gval *x)
+{
+    return g_contiguous(g, x);
+}
+
+static bora_tensor *api_contiguous(bora_graph *gp, bora_tensor *x)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x);
+    return contiguous(g, x);
+}
+
+static bora_tensor *api_cast(bora_graph *gp, bora_tensor *x, int32_t dtype)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x);
+    if (!bora_dtype_size(dtype)) {
+        g_fail(g, "cast: unknown dtype %d", dtype);
+        return NULL;
+    }
+    return x->dtype == dtype ? x : copy_as(g, x, dtype);
+}
+
+/* ---- reductions -------------------------------------------------------------------------- */
+
+/* x with the named axes moved last (in the order given), then reduced by op. */
+gval *g_reduce_last(g_graph *g, int op, gval *x, int n, const char *const *axes)
+{
+    char d[256];
+    const char *order[BORA_MAX_DIMS];
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int j = g_axis_index(x, axes[i]);
+        for (int p = 0; p < i && j >= 0; p++)
+            if (!strcmp(axes[p], axes[i]))
+                j = -1;
+        if (j < 0) {
+            g_describe(x, d, sizeof d);
+            g_fail(g, "%s: %s has no axis '%s' (or it is named twice)", g_op_name(op), d, axes[i]);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < x->ndim; i++) {
+        int reduced = 0;
+        for (int j = 0; j < n; j++)
+            reduced |= !strcmp(axes[j], x->names[i]);
+        if (!reduced)
+            order[k++] = x->names[i];
+    }
+    int64_t dims[BORA_MAX_DIMS];
+    for (int i = 0; i < k; i++)
+        dims[i] = x->dims[g_axis_index(x, order[i])];
+    for (int i = 0; i < n; i++)
+        order[k + i] = axes[i];
+    gval *p = g_permute(g, x, x->ndim, order);
+    gval *v = p ? g_op1(g, op, 1, &p, x->dtype, k, dims, order) : NULL;
+    if (v)
+        v->node->opt.reduce = (bora_opt_reduce){sizeof(bora_opt_reduce), n};
+    return v;
+}
+
+static bora_tensor *api_reduce(bora_graph *gp, int32_t op, bora_tensor *x, int32_t n,
+                               const char *const *axes)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x, axes);
+    if (op != BORA_OP_SUM && op != BORA_OP_MAX && op != 0) {
+        g_fail(g, "reduce: op %d is not sum, max or mean (0)", op);
+        return NULL;
+    }
+    gval *v = g_reduce_last(g, op ? op : BORA_OP_SUM, x, n, axes);
+    if (!v || op)
+        return v;
+    int64_t count = 1;
+    for (int i = 0; i < n; i++)
+        count *= x->dims[g_axis_index(x, axes[i])];
+    return api_scale(gp, v, 1.0 / (double)count);
+}
+
+/* The gradient of a reduction: sum x (a broadcast-shaped value) down to like's axes. */
+gval *g_reduce_sum_to(g_graph *g, gval *x, const gval *like)
+{
+    const char *extra[BORA_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (g_axis_index(like, x->names[i]) < 0)
+            extra[n++] = x->names[i];
+    gval *r = n ? g_reduce_last(g, BORA_OP_SUM, x, n, extra) : x;
+    return r ? g_permute(g, r, like->ndim, like->names) : NULL;
+}
+
+gval *g_pad(g_graph *g, gval *x, const gval *like, int axis, int64_t start)
+{
+    gval *v = g_op1(g, BORA_OP_PAD, 1, &x, like->dtype, like->ndim, like->dims, like->names);
+    if (v)
+        v->node->opt.pad = (bora_opt_pad){sizeof(bora_opt_pad), axis, start};
+    return v;
+}
+
+/* ---- dot --------------------------------------------------------------------------------- */
+
+/* Merge the named axes of t (moved into this order first) into one axis called into; an empty
+ * group becomes a size-1 axis. */
+static gval *group(g_graph *g, gval *t, int n, const char *const *names, const char *into)
+{
+    if (n == 0)
+        return api_broadcast(&g->pub, t, (bora_axis){into, 1});
+    return api_merge(&g->pub, t, n, names, into);
+}
+
+/* t's axes as (first group, second group, third group), each merged into one axis. */
+static gval *as3(g_graph *g, gval *t, const char **grp[3], const int n[3], const char *names[3])
+{
+    const char *order[BORA_MAX_DIMS];
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < n[i]; j++)
+            order[k++] = grp[i][j];
+    t = g_permute(g, t, k, order);
+    /* Merge the last group first so earlier axes keep their positions. */
+    for (int i = 2; i >= 0 && t; i--) {
+        if (n[i] == 0) {
+            /* An empty group: a size-1 axis in its place (broadcast puts it first; move it). */
+            t = api_broadcast(&g->pub, t, (bora_axis){names[i], 1});
+            if (!t)
+                return NULL;
+            const char *o[BORA_MAX_DIMS];
+            int m = 0, pos = 0;
+            for (int q = 0; q < i; q++)
+                pos += n[q];
+            for (int q = 1; q <= t->ndim - 1; q++) {
+                if (m == pos)
+                    o[m++] = names[i];
+                o[m++] = t->names[q];
+            }
+            if (m == pos)
+                o[m++] = names[i];
+            t = g_permute(g, t, m, o);
+        } else {
+            t = group(g, t, n[i], grp[i], names[i]);
+        }
+    }
+    return t;
+}
+
+static gval *matmul_strided(g_graph *g, gval *a, gval *b)
+{
+    /* The CPU kernel (and BLAS) need one of each operand's last two axes unit-stride. */
+    if (a->strides[2] != 1 && a->strides[1] != 1)
+        a = contiguous(g, a);
+    if (b && b->strides[2] != 1 && b->strides[1] != 1)
+        b = contiguous(g, b);
+    if (!a || !b)
+        return NULL;
+    int64_t dims[3] = {a->dims[0], a->dims[1], b->dims[2]};
+    const char *names[3] = {a->names[0], a->names[1], b->names[2]};
+    gval *ins[2] = {a, b};
+    return g_op1(g, BORA_OP_MATMUL, 2, ins, a->dtype, 3, dims, names);
+}
+
+gval *g_matmul3(g_graph *g, gval *a, gval *b)
+{
+    return matmul_strided(g, a, b);
+}
+
+static bora_tensor *api_dot(bora_graph *gp, bora_tensor *a, bora_tensor *b, int32_t n_contract,
+                            const char *const *contract, const bora_dot_opts *opts)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, a, b);
+    char da[256], db[256];
+    g_describe(a, da, sizeof da);
+    g_describe(b, db, sizeof db);
+    if (a->dtype != b->dtype || !is_float(a->dtype)) {
+        g_fail(g, "dot: %s and %s need the same floating-point dtype", da, db);
+        return NULL;
+    }
+    if (n_contract < 1) {
+        g_fail(g, "dot: %s and %s: name at least one axis to contract", da, db);
+        return NULL;
+    }
+    const char *batch[BORA_MAX_DIMS], *fa[BORA_MAX_DIMS], *fb[BORA_MAX_DIMS], *k[BORA_MAX_DIMS];
+    int nb = 0, nfa = 0, nfb = 0, nk = 0;
+    int64_t out_dims[BORA_MAX_DIMS * 2];
+    const char *out_names[BORA_MAX_DIMS * 2];
+    for (int i = 0; i < n_contract; i++) {
+        int ia = g_axis_index(a, contract[i]), ib = g_axis_index(b, contract[i]);
+        if (ia < 0 || ib < 0) {
+            g_fail(g, "dot: cannot contract '%s': %s %s it", contract[i], ia < 0 ? da : db,
+                   "lacks");
+            return NULL;
+        }
+        if (a->dims[ia] != b->dims[ib]) {
+            g_fail(g, "dot: '%s' is %lld in %s but %lld in %s", contract[i], (long long)a->dims[ia],
+                   da, (long long)b->dims[ib], db);
+            return NULL;
+        }
+        k[nk++] = a->names[ia];
+    }
+    for (int i = 0; i < a->ndim; i++) {
+        int contracted = 0;
+        for (int j = 0; j < nk; j++)
+            contracted |= a->names[i] == k[j];
+        if (contracted)
+            continue;
+        int ib = g_axis_index(b, a->names[i]);
+        if (ib >= 0) {
+            if (a->dims[i] != b->dims[ib]) {
+                g_fail(g, "dot: batch axis '%s' is %lld in %s but %lld in %s", a->names[i],
+                       (long long)a->dims[i], da, (long long)b->dims[ib], db);
+                return NULL;
+            }
+            batch[nb++] = a->names[i];
+        } else {
+            fa[nfa++] = a->names[i];
+        }
+    }
+    for (int i = 0; i < b->ndim; i++)
+        if (g_axis_index(a, b->names[i]) < 0)
+            fb[nfb++] = b->names[i];
+    int n_out = nb + nfa + nfb;
+    if (n_out > BORA_MAX_DIMS) {
+        g_fail(g, "dot: the result of %s and %s would have %d axes; at most %d", da, db, n_out,
+               BORA_MAX_DIMS);
+        return NULL;
+    }
+    for (int i = 0; i < nb; i++)
+        out_names[i] = batch[i], out_dims[i] = a->dims[g_axis_index(a, batch[i])];
+    for (int i = 0; i < nfa; i++)
+        out_names[nb + i] = fa[i], out_dims[nb + i] = a->dims[g_axis_index(a, fa[i])];
+    for (int i = 0; i < nfb; i++)
+        out_names[nb + nfa + i] = fb[i], out_dims[nb + nfa + i] = b->dims[g_axis_index(b, fb[i])];
+
+    /* (batch, free a, contracted) x (batch, contracted, free b), each group merged. */
+    const char *ga[3][BORA_MAX_DIMS], *gb[3][BORA_MAX_DIMS];
+    memcpy(ga[0], batch, sizeof(char *) * (size_t)nb);
+    memcpy(ga[1], fa, sizeof(char *) * (size_t)nfa);
+    memcpy(ga[2], k, sizeof(char *) * (size_t)nk);
+    memcpy(gb[0], batch, sizeof(char *) * (size_t)nb);
+    memcpy(gb[1], k, sizeof(char *) * (size_t)nk);
+    memcpy(gb[2], fb, sizeof(char *) * (size_t)nfb);
+    const char **pa[3] = {ga[0], ga[1], ga[2]}, **pb[3] = {gb[0], gb[1], gb[2]};
+    int na[3] = {nb, nfa, nk}, nbb[3] = {nb, nk, nfb};
+    const char *in_a[3] = {"__batch", "__m", "__k"}, *in_b[3] = {"__batch", "__k", "__n"};
+    gval *a3 = as3(g, a, pa, na, in_a), *b3 = a3 ? as3(g, b, pb, nbb, in_b) : NULL;
+    gval *c = b3 ? matmul_strided(g, a3, b3) : NULL;
+    if (!c)
+        return NULL;
+    /* Split (B, M, N) back into the named axes. */
+    bora_axis parts[BORA_MAX_DIMS];
+    for (int i = 0; i < nfb; i++)
+        parts[i] = (bora_axis){out_names[nb + nfa + i], out_dims[nb + nfa + i]};
+    c = api_split(gp, c, "__n", nfb, parts);
+    for (int i = 0; c && i < nfa; i++)
+        parts[i] = (bora_axis){out_names[nb + i], out_dims[nb + i]};
+    c = c ? api_split(gp, c, "__m", nfa, parts) : NULL;
+    for (int i = 0; c && i < nb; i++)
+        parts[i] = (bora_axis){out_names[i], out_dims[i]};
+    c = c ? api_split(gp, c, "__batch", nb, parts) : NULL;
+    if (!c)
+        return NULL;
+    /* The fused epilogue, as its decomposition: + bias, then the activation. */
+    if (opts && opts->bias)
+        c = api_binary(gp, BORA_OP_ADD, c, opts->bias);
+    if (c && opts && opts->activation)
+        c = api_unary(gp, opts->activation, c);
+    return c;
+}
+
+/* ---- normalisation, softmax, losses ------------------------------------------------------- */
+
+/* x with axis moved last; the other axes keep their order. */
+static gval *axis_last(g_graph *g, gval *x, const char *axis)
+{
+    const char *order[BORA_MAX_DIMS];
+    int k = 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (strcmp(x->names[i], axis))
+            order[k++] = x->names[i];
+    order[k++] = g_intern(axis);
+    return g_permute(g, x, k, order);
+}
+
+static bora_tensor *api_layernorm(bora_graph *gp, bora_tensor *x, bora_tensor *gamma,
+                                  bora_tensor *beta, const char *axis, double eps)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x, gamma, beta, axis);
+    char dx[256], dg[256];
+    int i = g_axis_index(x, axis);
+    g_describe(x, dx, sizeof dx);
+    if (i < 0) {
+        g_fail(g, "layernorm: %s has no axis '%s'", dx, axis);
+        return NULL;
+    }
+    const gval *wb[2] = {gamma, beta};
+    for (int k = 0; k < 2; k++)
+        if (wb[k]->ndim != 1 || wb[k]->names[0] != x->names[i] || wb[k]->dims[0] != x->dims[i] ||
+            wb[k]->dtype != x->dtype) {
+            g_describe(wb[k], dg, sizeof dg);
+            g_fail(g, "layernorm: %s must have exactly the axis '%s' of %s, and its dtype", dg,
+                   axis, dx);
+            return NULL;
+        }
+    gval *xl = axis_last(g, x, axis);
+    gval *ins[3] = {xl, gamma, beta};
+    gval *y =
+        xl ? g_op1(g, BORA_OP_LAYERNORM, 3, ins, x->dtype, xl->ndim, xl->dims, xl->names) : NULL;
+    if (!y)
+        return NULL;
+    gnode *n = y->node;
+    n->opt.norm = (bora_opt_norm){sizeof(bora_opt_norm), 0, eps};
+    /* mean and rstd per row, kept for the backward pass. */
+    gval *mean = g_new_value(g, x->dtype, xl->ndim - 1, xl->dims, xl->names);
+    gval *rstd = g_new_value(g, x->dtype, xl->ndim - 1, xl->dims, xl->names);
+    if (!mean || !rstd)
+        return NULL;
+    g_add_out(n, mean);
+    g_add_out(n, rstd);
+    mean->requires_grad = rstd->requires_grad = 0;
+    return g_permute(g, y, x->ndim, x->names);
+}
+
+static gval *softmax_like(g_graph *g, int op, gval *x, const char *axis)
+{
+    char d[256];
+    if (g_axis_index(x, axis) < 0) {
+        g_describe(x, d, sizeof d);
+        g_fail(g, "%s: %s has no axis '%s'", g_op_name(op), d, axis);
+        return NULL;
+    }
+    gval *xl = axis_last(g, x, axis);
+    gval *y = xl ? g_op1(g, op, 1, &xl, x->dtype, xl->ndim, xl->dims, xl->names) : NULL;
+    return y ? g_permute(g, y, x->ndim, x->names) : NULL;
+}
+
+static bora_tensor *api_softmax(bora_graph *gp, bora_tensor *x, const char *axis)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x, axis);
+    return softmax_like(g, BORA_OP_SOFTMAX, x, axis);
+}
+
+static bora_tensor *api_log_softmax(bora_graph *gp, bora_tensor *x, const char *axis)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x, axis);
+    return softmax_like(g, BORA_OP_LOG_SOFTMAX, x, axis);
+}
+
+/* All of t's axes (in order) merged into one called into. */
+static gval *flatten(g_graph *g, gval *t, const char *into)
+{
+    if (t->ndim == 0)
+        return api_broadcast(&g->pub, t, (bora_axis){into, 1});
+    return api_merge(&g->pub, t, t->ndim, t->names, into);
+}
+
+static bora_tensor *api_cross_entropy(bora_graph *gp, bora_tensor *logits, bora_tensor *targets,
+                                      const char *vocab_axis, const bora_xent_opts *opts)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, logits, targets, vocab_axis);
+    char dl[256], dt[256];
+    g_describe(logits, dl, sizeof dl);
+    g_describe(targets, dt, sizeof dt);
+    int vi = g_axis_index(logits, vocab_axis);
+    if (vi < 0) {
+        g_fail(g, "cross_entropy: %s has no axis '%s'", dl, vocab_axis);
+        return NULL;
+    }
+    if (targets->dtype != BORA_DTYPE_I32) {
+        g_fail(g, "cross_entropy: targets %s must be i32 token ids", dt);
+        return NULL;
+    }
+    int ok = targets->ndim == logits->ndim - 1;
+    for (int i = 0; ok && i < targets->ndim; i++) {
+        int j = g_axis_index(logits, targets->names[i]);
+        ok = j >= 0 && j != vi && logits->dims[j] == targets->dims[i];
+    }
+    if (!ok) {
+        g_fail(g, "cross_entropy: targets %s must have the axes of logits %s except '%s'", dt, dl,
+               vocab_axis);
+        return NULL;
+    }
+    /* logits as (rows in targets' order, vocab), both flattened to rows. */
+    const char *order[BORA_MAX_DIMS];
+    for (int i = 0; i < targets->ndim; i++)
+        order[i] = targets->names[i];
+    order[targets->ndim] = logits->names[vi];
+    gval *lp = g_permute(g, logits, logits->ndim, order);
+    gval *l2 = NULL, *t1 = NULL;
+    if (lp && targets->ndim > 0)
+        l2 = api_merge(gp, lp, targets->ndim, order, "__rows");
+    else if (lp)
+        l2 = api_broadcast(gp, lp, (bora_axis){"__rows", 1});
+    t1 = l2 ? flatten(g, targets, "__rows") : NULL;
+    if (!t1)
+        return NULL;
+    gval *ins[2] = {l2, t1};
+    gval *loss = g_op1(g, BORA_OP_XENT, 2, ins, logits->dtype, 0, NULL, NULL);
+    if (!loss)
+        return NULL;
+    gnode *n = loss->node;
+    n->opt.xent = (bora_opt_xent){sizeof(bora_opt_xent), opts ? opts->ignore_index : -100,
+                                  opts ? opts->z_loss : 0.0};
+    gval *lse = g_new_value(g, logits->dtype, 1, l2->dims, l2->names);
+    if (!lse)
+        return NULL;
+    g_add_out(n, lse);
+    lse->requires_grad = 0;
+    return loss;
+}
+
+static bora_tensor *api_embedding(bora_graph *gp, bora_tensor *table, bora_tensor *ids,
+                                  const char *vocab_axis)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, table, ids, vocab_axis);
+    char dt[256], di[256];
+    g_describe(table, dt, sizeof dt);
+    g_describe(ids, di, sizeof di);
+    int vi = g_axis_index(table, vocab_axis);
+    if (vi < 0 || ids->dtype != BORA_DTYPE_I32 || table->ndim < 2) {
+        g_fail(g, "embedding: needs a table with axis '%s' and more, and i32 ids; got %s and %s",
+               vocab_axis, dt, di);
+        return NULL;
+    }
+    int n_out = ids->ndim + table->ndim - 1;
+    for (int i = 0; i < table->ndim; i++)
+        if (i != vi && g_axis_index(ids, table->names[i]) >= 0) {
+            g_fail(g, "embedding: axis '%s' is in both %s and %s", table->names[i], dt, di);
+            return NULL;
+        }
+    if (n_out > BORA_MAX_DIMS) {
+        g_fail(g, "embedding: %s by %s would have %d axes", dt, di, n_out);
+        return NULL;
+    }
+    const char *order[BORA_MAX_DIMS];
+    int k = 0;
+    order[k++] = table->names[vi];
+    for (int i = 0; i < table->ndim; i++)
+        if (i != vi)
+            order[k++] = table->names[i];
+    gval *tp = g_permute(g, table, table->ndim, order);
+    gval *t2 = tp ? api_merge(gp, tp, table->ndim - 1, order + 1, "__dim") : NULL;
+    gval *i1 = t2 ? flatten(g, ids, "__rows") : NULL;
+    if (!i1)
+        return NULL;
+    gval *ins[2] = {t2, i1};
+    int64_t dims[2] = {i1->dims[0], t2->dims[1]};
+    const char *names[2] = {"__rows", "__dim"};
+    gval *out = g_op1(g, BORA_OP_GATHER, 2, ins, table->dtype, 2, dims, names);
+    bora_axis parts[BORA_MAX_DIMS];
+    for (int i = 1; i < k; i++)
+        parts[i - 1] = (bora_axis){order[i], tp->dims[i]};
+    out = out ? api_split(gp, out, "__dim", k - 1, parts) : NULL;
+    for (int i = 0; i < ids->ndim; i++)
+        parts[i] = (bora_axis){ids->names[i], ids->dims[i]};
+    return out ? api_split(gp, out, "__rows", ids->ndim, parts) : NULL;
+}
+
+static bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_tensor *v,
+                                  const bora_attention_opts *opts)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, q, k, v);
+    const char *qa = g_intern(opts && opts->query_axis ? opts->query_axis : "position");
+    const char *ka = g_intern(opts && opts->key_axis ? opts->key_axis : "key_position");
+    const char *ha = g_intern(opts && opts->head_dim_axis ? opts->head_dim_axis : "head_dim");
+    char dq[256], dk[256], dv[256];
+    g_describe(q, dq, sizeof dq);
+    g_describe(k, dk, sizeof dk);
+    g_describe(v, dv, sizeof dv);
+    if (g_axis_index(q, qa) < 0 || g_axis_index(q, ha) < 0 || g_axis_index(k, ka) < 0 ||
+        g_axis_index(k, ha) < 0 || g_axis_index(v, ka) < 0 || g_axis_index(v, ha) < 0) {
+        g_fail(g, "attention: q %s needs '%s' and '%s'; k %s and v %s need '%s' and '%s'", dq, qa,
+               ha, dk, dv, ka, ha);
+        return NULL;
+    }
+    if (q->dtype != k->dtype || q->dtype != v->dtype || !is_float(q->dtype)) {
+        g_fail(g, "attention: q %s, k %s and v %s need one floating-point dtype", dq, dk, dv);
+        return NULL;
+    }
+    /* Batch axes: the rest of q's, which k and v must have with the same sizes. */
+    const char *batch[BORA_MAX_DIMS];
+    int nb = 0;
+    for (int i = 0; i < q->ndim; i++)
+        if (q->names[i] != qa && q->names[i] != ha)
+            batch[nb++] = q->names[i];
+    const gval *kv[2] = {k, v};
+    for (int t = 0; t < 2; t++) {
+        if (kv[t]->ndim != nb + 2) {
+            g_fail(g, "attention: %s must have the batch axes of q %s, the key axis and '%s'",
+                   t ? dv : dk, dq, ha);
+            return NULL;
+        }
+        for (int i = 0; i < nb; i++) {
+            int j = g_axis_index(kv[t], batch[i]);
+            if (j < 0 || kv[t]->dims[j] != q->dims[g_axis_index(q, batch[i])]) {
+                g_fail(g, "attention: axis '%s' of q %s differs in %s", batch[i], dq, t ? dv : dk);
+                return NULL;
+            }
+        }
+    }
+    if (k->dims[g_axis_index(k, ha)] != q->dims[g_axis_index(q, ha)] ||
+        v->dims[g_axis_index(v, ha)] != q->dims[g_axis_index(q, ha)] ||
+        k->dims[g_axis_index(k, ka)] != v->dims[g_axis_index(v, ka)]) {
+        g_fail(g, "attention: head_dim and key lengths of q %s, k %s and v %s disagree", dq, dk,
+               dv);
+        return NULL;
+    }
+    gval *seg = opts ? opts->segment_ids : NULL;
+    /* Group batch axes: B = those the segment ids have (the documents' batch), H = the rest. */
+    const char *gb[BORA_MAX_DIMS], *gh[BORA_MAX_DIMS];
+    int nbb = 0, nh = 0;
+    if (seg) {
+        char ds[256];
+        g_describe(seg, ds, sizeof ds);
+        if (seg->dtype != BORA_DTYPE_I32 || g_axis_index(seg, qa) < 0) {
+            g_fail(g, "attention: segment ids %s must be i32 with axis '%s'", ds, qa);
+            return NULL;
+        }
+        for (int i = 0; i < seg->ndim; i++) {
+            if (seg->names[i] == qa)
+                continue;
+            int j = g_axis_index(q, seg->names[i]);
+            if (j < 0 || q->dims[j] != seg->dims[i]) {
+                g_fail(g, "attention: segment ids %s have axis '%s' that q %s lacks", ds,
+                       seg->names[i], dq);
+                return NULL;
+            }
+        }
+        if (seg->dims[g_axis_index(seg, qa)] != q->dims[g_axis_index(q, qa)] ||
+            k->dims[g_axis_index(k, ka)] != q->dims[g_axis_index(q, qa)]) {
+            g_fail(g, "attention: with segment ids, queries and keys must have the same length");
+            return NULL;
+        }
+    }
+    for (int i = 0; i < nb; i++) {
+        if (seg && g_axis_index(seg, batch[i]) >= 0)
+            gb[nbb++] = batch[i];
+        else
+            gh[nh++] = batch[i];
+    }
+    /* (B, H, T, E) views of q, k, v. */
+    const char *pos[3] = {qa, ka, ka};
+    gval *src[3] = {q, k, v}, *four[3];
+    for (int t = 0; t < 3; t++) {
+        const char *o[BORA_MAX_DIMS];
+        int m = 0;
+        for (int i = 0; i < nbb; i++)
+            o[m++] = gb[i];
+        for (int i = 0; i < nh; i++)
+            o[m++] = gh[i];
+        o[m++] = pos[t];
+        o[m++] = ha;
+        gval *x = g_permute(g, src[t], m, o);
+        x = x ? group(g, x, nh, gh, "__h") : NULL;
+        if (x && nh == 0) { /* group put __h first: move it after the B axes */
+            const char *o2[BORA_MAX_DIMS];
+            int p = 0;
+            for (int i = 0; i < nbb; i++)
+                o2[p++] = gb[i];
+            o2[p++] = "__h";
+            o2[p++] = pos[t];
+            o2[p++] = ha;
+            x = g_permute(g, x, p, o2);
+        }
+        x = x ? group(g, x, nbb, gb, "__b") : NULL;
+        if (x && (x->strides[3] != 1))
+            x = contiguous(g, x);
+        if (!x)
+            return NULL;
+        four[t] = x;
+    }
+    gval *ins[5] = {four[0], four[1], four[2], NULL, NULL};
+    int nin = 3;
+    if (seg) {
+        const char *o[BORA_MAX_DIMS];
+        int m = 0;
+        for (int i = 0; i < nbb; i++)
+            o[m++] = gb[i];
+        o[m++] = qa;
+        gval *s = g_permute(g, seg, m, o);
+        s = s ? group(g, s, nbb, gb, "__b") : NULL;
+        if (s && s->strides[1] != 1)
+            s = contiguous(g, s);
+        gval *sk = s ? api_rename(gp, s, qa, "__kseg") : NULL;
+        if (!sk)
+            return NULL;
+        ins[3] = s;
+        ins[4] = sk;
+        nin = 5;
+    }
+    gval *o4 = g_op1(g, BORA_OP_ATTENTION, nin, ins, q->dtype, 4, four[0]->dims, four[0]->names);
+    if (!o4)
+        return NULL;
+    gnode *n = o4->node;
+    double scale = opts && opts->scale ? opts->scale : 1.0 / sqrt((double)four[0]->dims[3]);
+    n->opt.attn = (bora_opt_attention){sizeof(bora_opt_attention), opts ? opts->causal : 0, scale,
+                                       seg != NULL, 0};
+    gval *lse = g_new_value(g, q->dtype, 3, four[0]->dims, four[0]->names);
+    if (!lse)
+        return NULL;
+    g_add_out(n, lse);
+    lse->requires_grad = 0;
+    /* Back to q's axes and order. */
+    bora_axis parts[BORA_MAX_DIMS];
+    for (int i = 0; i < nh; i++)
+        parts[i] = (bora_axis){gh[i], q->dims[g_axis_index(q, gh[i])]};
+    gval *out = api_split(gp, o4, "__h", nh, parts);
+    for (int i = 0; out && i < nbb; i++)
+        parts[i] = (bora_axis){gb[i], q->dims[g_axis_index(q, gb[i])]};
+    out = out ? api_split(gp, out, "__b", nbb, parts) : NULL;
+    return out ? g_permute(g, out, q->ndim, q->names) : NULL;
+}
+
+static bora_tensor *api_concat(bora_graph *gp, const char *axis, int32_t n, bora_tensor *const *xs)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, axis, xs);
+    if (n < 1 || n > G_MAX_IN) {
+        g_fail(g, "concat: 1 to %d tensors, not %d", G_MAX_IN, n);
+        return NULL;
+    }
+    gval *ins[G_MAX_IN];
+    int64_t total = 0;
+    char d0[256], di[256];
+    for (int i = 0; i < n; i++) {
+        if (!xs[i]) {
+            g_fail(g, "concat: tensor %d is NULL", i);
+            return NULL;
+        }
+        ins[i] = i ? g_permute(g, xs[i], xs[0]->ndim, xs[0]->names) : xs[0];
+        g_describe(xs[0], d0, sizeof d0);
+        g_describe(xs[i], di, sizeof di);
+        int ax = ins[i] ? g_axis_index(ins[i], axis) : -1;
+        if (ax < 0 || ins[i]->dtype != xs[0]->dtype) {
+            g_fail(g, "concat: %s and %s need the same axes (with '%s') and dtype", d0, di, axis);
+            return NULL;
+        }
+        for (int j = 0; j < ins[i]->ndim; j++)
+            if (j != ax && ins[i]->dims[j] != xs[0]->dims[j]) {
+                g_fail(g, "concat: %s and %s differ along '%s'", d0, di, ins[i]->names[j]);
+                return NULL;
+            }
+        total += ins[i]->dims[ax];
+    }
+    int ax = g_axis_index(xs[0], axis);
+    int64_t dims[BORA_MAX_DIMS];
+    memcpy(dims, xs[0]->dims, sizeof dims);
+    dims[ax] = total;
+    gval *v = g_op1(g, BORA_OP_CONCAT, n, ins, xs[0]->dtype, xs[0]->ndim, dims, xs[0]->names);
+    if (v)
+        v->node->opt.pad = (bora_opt_pad){sizeof(bora_opt_pad), ax, 0};
+    return v;
+}
+
+/* ---- introspection and the table --------------------------------------------------------- */
+
+static int32_t api_mode(bora_graph *gp)
+{
+    return ((g_graph *)gp)->mode;
+}
+static bora_status api_status(bora_graph *gp)
+{
+    g_graph *g = (g_graph *)gp;
+    if (g->status)
+        bora_error_set(g->status, "%s", g->error);
+    return g->status;
+}
+static int32_t api_ndim(const bora_tensor *t)
+{
+    return t ? t->ndim : -1;
+}
+static bora_axis api_axis(const bora_tensor *t, int32_t i)
+{
+    if (!t || i < 0 || i >= t->ndim)
+        return (bora_axis){NULL, 0};
+    return (bora_axis){t->names[i], t->dims[i]};
+}
+static int32_t api_dtype(const bora_tensor *t)
+{
+    return t ? t->dtype : 0;
+}
+
+const bora_graph_api g_api = {
+    .struct_size = sizeof(bora_graph_api),
+    .mode = api_mode,
+    .status = api_status,
+    .param = api_param,
+    .input = api_input,
+    .name = api_name,
+    .slice = api_slice,
+    .permute = api_permute,
+    .rename = api_rename,
+    .split = api_split,
+    .merge = api_merge,
+    .broadcast = api_broadcast,
+    .unary = api_unary,
+    .binary = api_binary,
+    .scale = api_scale,
+    .dot = api_dot,
+    .reduce = api_reduce,
+    .layernorm = api_layernorm,
+    .softmax = api_softmax,
+    .log_softmax = api_log_softmax,
+    .cross_entropy = api_cross_entropy,
+    .embedding = api_embedding,
+    .attention = api_attention,
+    .cast = api_cast,
+    .contiguous = api_contiguous,
+    .concat = api_concat,
+    .ndim = api_ndim,
+    .axis = api_axis,
+    .dtype = api_dtype,
+};
+
+g_graph *g_graph_new(g_store *store, int mode)
+{
+    g_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->pub.api = &g_api;
+    g->store = store;
+    g->mode = mode;
+    return g;
+}
+
+void g_graph_free(g_graph *g)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        free(g->nodes[i]);
+    for (size_t i = 0; i < g->n_vals; i++)
+        free(g->vals[i]);
+    for (size_t i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i].buf)
+            g->store->ops->buffer_free(g->store->backend, g->inputs[i].buf);
+    free(g->nodes);
+    free(g->vals);
+    free(g->inputs);
+    free(g);
+}
+
+const char *g_op_name(int op)
+{
+    static const char *const names[] = {"?",
+                                        "copy",
+                                        "fill",
+                                        "add",
+                                        "sub",
+                                        "mul",
+                                        "div",
+                                        "neg",
+                                        "exp",
+                                        "log",
+                                        "sqrt",
+                                        "rsqrt",
+                                        "tanh",
+                                        "sigmoid",
+                                        "relu",
+                                        "silu",
+                                        "gelu_tanh",
+                                        "gelu_exact",
+                                        "scale",
+                                        "act_grad",
+                                        "sum",
+                                        "max",
+                                        "matmul",
+                                        "layernorm",
+                                        "layernorm_grad",
+                                        "softmax",
+                                        "log_softmax",
+                                        "cross_entropy",
+                                        "cross_entropy_grad",
+                                        "gather",
+                                        "scatter_add",
+                                        "attention",
+                                        "attention_grad",
+                                        "pad",
+                                        "concat"};
+    if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
+        return names[op];
+    switch (op) {
+    case G_PARAM: return "param";
+    case G_INPUT: return "input";
+    case G_VIEW: return "view";
+    case G_GRAD: return "grad";
+    default: return "?";
+    }
+}

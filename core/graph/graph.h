@@ -1,0 +1,193 @@
+/* core/graph/graph.h — the graph engine's internals: values (tensors and views), nodes, the
+ * parameter store shared by a run's graphs, autodiff, the memory plan and the executor.
+ *
+ * A graph is a list of nodes in creation order; each node produces values. A value is a strided
+ * view (offset, dims, strides) into the storage of a base value: views share their base's
+ * storage and cost nothing. Every axis has an interned name. Leaves are parameters (persistent,
+ * in the store) and inputs (persistent per graph); everything else lives in one arena whose
+ * offsets come from liveness. */
+#ifndef BORA_CORE_GRAPH_H
+#define BORA_CORE_GRAPH_H
+
+#include <bora/backend.h>
+#include <stdio.h>
+
+#define G_MAX_IN 8
+#define G_MAX_OUT 4
+
+/* Node kinds beyond the SDK's op ids. */
+enum {
+    G_PARAM = 1000, /* a parameter leaf */
+    G_INPUT,        /* an input leaf */
+    G_VIEW,         /* a view of its input: no kernel */
+    G_GRAD          /* a parameter's persistent gradient: out = in[0] (the buffer) + in[1] */
+};
+
+/* What a view node did, for its backward rule. */
+enum { V_PERMUTE = 1, V_RENAME, V_SLICE, V_BROADCAST, V_SPLIT, V_MERGE };
+
+/* Where a value's bytes live. */
+enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT };
+
+typedef struct gnode gnode;
+typedef struct bora_tensor gval;
+typedef struct g_store g_store;
+
+struct bora_tensor {
+    int id;
+    int dtype;
+    int ndim;
+    int64_t dims[BORA_MAX_DIMS];
+    int64_t strides[BORA_MAX_DIMS];   /* in elements */
+    const char *names[BORA_MAX_DIMS]; /* interned */
+    int64_t offset;                   /* in elements, into base's storage */
+    gval *base;                       /* the value owning the storage (itself if not a view) */
+    gnode *node;                      /* producer */
+    const char *label;                /* for messages */
+    int storage;                      /* S_*, for bases */
+    int slot;                         /* store slot (params, grads), input index */
+    int requires_grad;
+    gval *grad; /* during autodiff: the gradient accumulated so far */
+    /* plan */
+    int64_t arena_offset; /* bytes */
+    int first_use, last_use;
+};
+
+struct gnode {
+    int id;
+    int op;
+    int nin, nout;
+    gval *in[G_MAX_IN];
+    gval *out[G_MAX_OUT];
+    union {
+        bora_opt_scalar scalar;
+        bora_opt_act act;
+        bora_opt_reduce reduce;
+        bora_opt_norm norm;
+        bora_opt_xent xent;
+        bora_opt_attention attn;
+        bora_opt_pad pad;
+    } opt;
+    /* views */
+    int view;
+    const char *vname[BORA_MAX_DIMS];
+    int vn;
+    int64_t vstart;
+    bora_axis vparts[BORA_MAX_DIMS];
+    int recompute; /* part of a recomputed block's clone */
+    bora_kernel_fn kernel;
+};
+
+/* One parameter of the store. */
+typedef struct g_slot {
+    char *name;
+    int dtype, ndim;
+    int64_t dims[BORA_MAX_DIMS];
+    const char *names[BORA_MAX_DIMS];
+    bora_init init;
+    uint32_t flags;
+    size_t offset, nbytes; /* in the parameter block, and the same in the gradient block */
+} g_slot;
+
+/* Parameters and gradients of a run, shared by its graphs, on one backend. */
+struct g_store {
+    const bora_backend_ops *ops;
+    bora_backend *backend;
+    const char *backend_name;
+    g_slot *slots;
+    size_t n_slots, cap_slots;
+    size_t param_bytes;
+    bora_buffer *params, *grads, *arena;
+    char *param_ptr, *grad_ptr, *arena_ptr;
+    size_t arena_bytes;
+    uint64_t seed;
+};
+
+typedef struct g_input {
+    gval *value;
+    bora_buffer *buf;
+    char *ptr;
+    size_t nbytes;
+} g_input;
+
+typedef struct g_graph {
+    bora_graph pub; /* the api pointer, first */
+    int mode;
+    g_store *store;
+    gnode **nodes;
+    size_t n_nodes, cap_nodes;
+    gval **vals;
+    size_t n_vals, cap_vals;
+    g_input *inputs;
+    size_t n_inputs, cap_inputs;
+    gval *output; /* the loss (train) or logits */
+    bora_status status;
+    char error[1024];
+    int finalized;
+    size_t arena_bytes, naive_bytes;
+    /* per-run report */
+    uint64_t kernels_run, bytes_moved;
+    uint64_t op_runs[BORA_OP_COUNT_]; /* kernels run per op id, since the graph was made */
+    struct g_mem *mem;
+} g_graph;
+
+/* ---- the store ---------------------------------------------------------------------------- */
+
+g_store *g_store_new(const bora_backend_ops *ops, bora_backend *backend, const char *name,
+                     uint64_t seed);
+void g_store_free(g_store *s);
+/* Allocate the parameter and gradient blocks and initialise parameters (after every graph
+ * declared its parameters). */
+bora_status g_store_materialize(g_store *s);
+/* Zero every gradient. */
+bora_status g_store_zero_grads(g_store *s);
+/* Find a slot by name, or -1. */
+long g_store_find(const g_store *s, const char *name);
+/* The Philox-derived initial value of element i of a parameter (f64). */
+double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i);
+
+/* ---- graphs ------------------------------------------------------------------------------- */
+
+g_graph *g_graph_new(g_store *store, int mode);
+void g_graph_free(g_graph *g);
+const char *g_intern(const char *s);
+bora_status g_fail(g_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Describe a tensor for messages: "'logits' (batch=2, position=8, vocab=50)". */
+void g_describe(const gval *v, char *buf, size_t cap);
+
+/* Builder internals shared with autodiff. */
+gval *g_new_value(g_graph *g, int dtype, int ndim, const int64_t *dims, const char *const *names);
+gnode *g_new_node(g_graph *g, int op, int nin, gval *const *in);
+gval *g_view(g_graph *g, gval *src, int kind);
+gval *g_binary(g_graph *g, int op, gval *a, gval *b);
+gval *g_permute(g_graph *g, gval *t, int n, const char *const *order);
+gval *g_pad(g_graph *g, gval *x, const gval *like, int axis, int64_t start);
+gval *g_reduce_sum_to(g_graph *g, gval *x, const gval *like);
+gval *g_fill(g_graph *g, const gval *like, double value);
+int g_axis_index(const gval *v, const char *name);
+gval *g_op1(g_graph *g, int op, int nin, gval *const *in, int dtype, int ndim, const int64_t *dims,
+            const char *const *names);
+void g_add_out(gnode *n, gval *v);
+gval *g_align_to(g_graph *g, gval *x, const gval *like);
+gval *g_contiguous(g_graph *g, gval *x);
+gval *g_matmul3(g_graph *g, gval *a, gval *b);
+gval *g_reduce_last(g_graph *g, int op, gval *x, int n, const char *const *axes);
+
+extern const bora_graph_api g_api;
+
+/* The loss's gradient into every parameter's persistent gradient (train graphs). */
+bora_status g_autodiff(g_graph *g, gval *loss);
+
+/* Order, plan memory and bind kernels; reports arena against naive sizes. */
+bora_status g_finalize(g_graph *g);
+/* Copy an input's data in (the byte size must match). */
+bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t nbytes);
+/* Run every node; kernels_run and bytes_moved report what it did. */
+bora_status g_run(g_graph *g);
+/* Copy a value out (it must be a base with storage: the output, a parameter, a gradient). */
+bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes);
+/* The number of elements of a value. */
+int64_t g_numel(const gval *v);
+const char *g_op_name(int op);
+
+#endif

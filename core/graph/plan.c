@@ -1,0 +1,255 @@
+/* core/graph/plan.c — from a built graph to a run: which nodes are needed, where every
+ * intermediate lives in the arena (offsets from liveness, first fit), which kernel runs each
+ * node, and the executor that calls them in order. */
+#include "graph.h"
+
+#include "../util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t value_bytes(const gval *v)
+{
+    return (size_t)g_numel(v) * bora_dtype_size(v->dtype);
+}
+
+static const char *dtype_name(int dtype)
+{
+    static const char *const names[] = {"?", "f32", "bf16", "f16", "f64", "i32", "i64", "u8"};
+    return dtype > 0 && dtype <= 7 ? names[dtype] : "?";
+}
+
+/* Mark the nodes the roots depend on. */
+static void mark_needed(g_graph *g, char *needed)
+{
+    for (size_t i = g->n_nodes; i-- > 0;) {
+        gnode *n = g->nodes[i];
+        int root = n->op == G_GRAD;
+        for (int o = 0; o < n->nout; o++)
+            root |= n->out[o] == g->output;
+        if (root)
+            needed[i] = 1;
+        if (!needed[i])
+            continue;
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] && n->in[k]->node)
+                needed[n->in[k]->node->id] = 1;
+    }
+}
+
+typedef struct interval {
+    gval *v;
+    size_t bytes;
+} interval;
+
+static int by_first(const void *a, const void *b)
+{
+    const interval *x = a, *y = b;
+    if (x->v->first_use != y->v->first_use)
+        return x->v->first_use < y->v->first_use ? -1 : 1;
+    return x->v->id < y->v->id ? -1 : 1;
+}
+
+bora_status g_finalize(g_graph *g)
+{
+    if (g->status)
+        return g->status;
+    if (!g->output)
+        return g_fail(g, "the graph has no output");
+    const bora_backend_ops *ops = g->store->ops;
+    char *needed = calloc(g->n_nodes ? g->n_nodes : 1, 1);
+    interval *iv = calloc(g->n_vals ? g->n_vals : 1, sizeof *iv);
+    if (!needed || !iv) {
+        free(needed);
+        free(iv);
+        return g_fail(g, "out of memory");
+    }
+    mark_needed(g, needed);
+
+    /* Liveness of arena values: from the producing node to the last node reading the value or
+     * any view of it; the output lives to the end. */
+    for (size_t i = 0; i < g->n_vals; i++) {
+        g->vals[i]->first_use = -1;
+        g->vals[i]->last_use = -1;
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = g->nodes[i];
+        if (!needed[i])
+            continue;
+        for (int o = 0; o < n->nout; o++) {
+            gval *v = n->out[o];
+            if (v->base == v && v->first_use < 0)
+                v->first_use = v->last_use = (int)i;
+        }
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k]->base->last_use < (int)i)
+                n->in[k]->base->last_use = (int)i;
+    }
+    g->output->base->last_use = (int)g->n_nodes;
+
+    /* First fit: each value takes the lowest offset free for its whole lifetime. */
+    size_t n_iv = 0;
+    g->naive_bytes = 0;
+    for (size_t i = 0; i < g->n_vals; i++) {
+        gval *v = g->vals[i];
+        if (v->base != v || v->storage != S_ARENA || v->first_use < 0)
+            continue;
+        iv[n_iv++] = (interval){v, (value_bytes(v) + 63) & ~(size_t)63};
+        g->naive_bytes += iv[n_iv - 1].bytes;
+    }
+    qsort(iv, n_iv, sizeof *iv, by_first);
+    g->arena_bytes = 0;
+    for (size_t i = 0; i < n_iv; i++) {
+        size_t offset = 0;
+        for (int moved = 1; moved;) {
+            moved = 0;
+            for (size_t j = 0; j < i; j++) {
+                const gval *o = iv[j].v;
+                int overlap_t =
+                    o->last_use >= iv[i].v->first_use && o->first_use <= iv[i].v->last_use;
+                size_t o_start = (size_t)o->arena_offset, o_end = o_start + iv[j].bytes;
+                if (overlap_t && offset < o_end && o_start < offset + iv[i].bytes) {
+                    offset = o_end;
+                    moved = 1;
+                }
+            }
+        }
+        iv[i].v->arena_offset = (int64_t)offset;
+        if (offset + iv[i].bytes > g->arena_bytes)
+            g->arena_bytes = offset + iv[i].bytes;
+    }
+    free(iv);
+    if (g->arena_bytes > g->store->arena_bytes)
+        g->store->arena_bytes = g->arena_bytes;
+
+    /* Kernels: chosen now, so a missing one is a build-time error. */
+    for (size_t i = 0; i < g->n_nodes && !g->status; i++) {
+        gnode *n = g->nodes[i];
+        if (!needed[i] || n->op == G_VIEW || n->op == G_PARAM || n->op == G_INPUT)
+            continue;
+        int op = n->op == G_GRAD ? BORA_OP_ADD : n->op;
+        int32_t dtypes[G_MAX_IN + G_MAX_OUT];
+        uint32_t nd = 0;
+        for (int k = 0; k < n->nin; k++)
+            dtypes[nd++] = n->in[k]->dtype;
+        for (int k = 0; k < n->nout; k++)
+            dtypes[nd++] = n->out[k]->dtype;
+        n->kernel = ops->kernel(g->store->backend, (uint32_t)op, dtypes, nd);
+        if (!n->kernel)
+            g_fail(g, "backend '%s' has no kernel for '%s' on %s", g->store->backend_name,
+                   g_op_name(op), dtype_name(dtypes[0]));
+    }
+    free(needed);
+    /* Inputs live outside the arena, one buffer each. */
+    for (size_t i = 0; i < g->n_inputs && !g->status; i++) {
+        g_input *in = &g->inputs[i];
+        if (ops->buffer_alloc(g->store->backend, in->nbytes ? in->nbytes : 1, 64, &in->buf) !=
+            BORA_OK)
+            return g_fail(g, "cannot allocate input '%s'", in->value->label);
+        in->ptr = ops->buffer_ptr(g->store->backend, in->buf);
+    }
+    g->finalized = !g->status;
+    bora_log(BORA_LOG_DEBUG, "graph: %zu nodes, arena %zu bytes (naive %zu)", g->n_nodes,
+             g->arena_bytes, g->naive_bytes);
+    return g->status;
+}
+
+bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t nbytes)
+{
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        g_input *in = &g->inputs[i];
+        if (strcmp(in->value->label, name))
+            continue;
+        if (nbytes != in->nbytes)
+            return bora_error_set(BORA_ERR_INVALID, "input '%s' takes %zu bytes, not %zu", name,
+                                  in->nbytes, nbytes);
+        if (!in->buf)
+            return bora_error_set(BORA_ERR_INVALID, "graph is not finalized");
+        return g->store->ops->copy_in(g->store->backend, in->buf, 0, data, nbytes);
+    }
+    return bora_error_set(BORA_ERR_NOT_FOUND, "the graph has no input '%s'", name);
+}
+
+static char *storage_of(g_graph *g, const gval *base)
+{
+    g_store *s = g->store;
+    switch (base->storage) {
+    case S_PARAM: return s->param_ptr + s->slots[base->slot].offset;
+    case S_GRAD: return s->grad_ptr + s->slots[base->slot].offset;
+    case S_INPUT: return g->inputs[base->slot].ptr;
+    default: return s->arena_ptr + base->arena_offset;
+    }
+}
+
+static void describe(g_graph *g, const gval *v, bora_tensor_desc *d)
+{
+    d->data = storage_of(g, v->base) + v->offset * (int64_t)bora_dtype_size(v->dtype);
+    d->dtype = v->dtype;
+    d->ndim = v->ndim;
+    for (int i = 0; i < v->ndim; i++) {
+        d->dims[i] = v->dims[i];
+        d->strides[i] = v->strides[i];
+    }
+}
+
+bora_status g_run(g_graph *g)
+{
+    if (!g->finalized || !g->store->param_ptr)
+        return bora_error_set(BORA_ERR_INVALID, "graph run before it was finalized and the "
+                                                "store allocated");
+    g->kernels_run = 0;
+    g->bytes_moved = 0;
+    bora_tensor_desc in[G_MAX_IN + 1], out[G_MAX_OUT];
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = g->nodes[i];
+        if (!n->kernel)
+            continue;
+        bora_kernel_args a = {.struct_size = sizeof a, .op = (uint32_t)n->op, .options = &n->opt};
+        int nin = 0;
+        if (n->op == G_GRAD) { /* grad buffer += contribution */
+            a.op = BORA_OP_ADD;
+            describe(g, n->out[0], &in[nin++]);
+        }
+        for (int k = 0; k < n->nin; k++)
+            describe(g, n->in[k], &in[nin++]);
+        for (int k = 0; k < n->nout; k++)
+            describe(g, n->out[k], &out[k]);
+        a.n_inputs = (uint32_t)nin;
+        a.n_outputs = (uint32_t)n->nout;
+        a.inputs = in;
+        a.outputs = out;
+        bora_status st = n->kernel(g->store->backend, &a);
+        if (st != BORA_OK)
+            return bora_error_set(st, "kernel '%s' failed: %s", g_op_name((int)a.op),
+                                  bora_error_get());
+        g->kernels_run++;
+        if (a.op < BORA_OP_COUNT_)
+            g->op_runs[a.op]++;
+        for (int k = 0; k < nin; k++)
+            g->bytes_moved +=
+                (uint64_t)bora_tensor_desc_numel(&in[k]) * bora_dtype_size(in[k].dtype);
+        for (int k = 0; k < n->nout; k++)
+            g->bytes_moved +=
+                (uint64_t)bora_tensor_desc_numel(&out[k]) * bora_dtype_size(out[k].dtype);
+    }
+    if (g->store->ops->synchronize)
+        return g->store->ops->synchronize(g->store->backend);
+    return BORA_OK;
+}
+
+bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes)
+{
+    if (v->base != v || nbytes != value_bytes(v))
+        return bora_error_set(BORA_ERR_INVALID, "cannot read '%s' (%zu bytes asked)", v->label,
+                              nbytes);
+    g_store *s = g->store;
+    bora_buffer *buf;
+    size_t off;
+    switch (v->storage) {
+    case S_PARAM: buf = s->params, off = s->slots[v->slot].offset; break;
+    case S_GRAD: buf = s->grads, off = s->slots[v->slot].offset; break;
+    case S_INPUT: buf = g->inputs[v->slot].buf, off = 0; break;
+    default: buf = s->arena, off = (size_t)v->arena_offset;
+    }
+    return s->ops->copy_out(s->backend, dst, buf, off, nbytes);
+}

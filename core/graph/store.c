@@ -1,0 +1,146 @@
+/* core/graph/store.c — the parameter store: one flat, 64-byte aligned block of parameters and
+ * one of gradients, in declaration order, shared by every graph of a run; and parameter
+ * initialisation from Philox keyed by (seed, name, element index), so a parameter's initial
+ * value never depends on creation order, backend or device count. */
+#include "graph.h"
+
+#include "../util/log.h"
+#include "../util/str.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3") ------------ */
+
+static void philox4x32(uint32_t ctr[4], const uint32_t key_in[2])
+{
+    uint32_t key[2] = {key_in[0], key_in[1]};
+    for (int round = 0; round < 10; round++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * ctr[0], p1 = (uint64_t)0xCD9E8D57u * ctr[2];
+        uint32_t c0 = (uint32_t)(p1 >> 32) ^ ctr[1] ^ key[0];
+        uint32_t c1 = (uint32_t)p1;
+        uint32_t c2 = (uint32_t)(p0 >> 32) ^ ctr[3] ^ key[1];
+        uint32_t c3 = (uint32_t)p0;
+        ctr[0] = c0, ctr[1] = c1, ctr[2] = c2, ctr[3] = c3;
+        key[0] += 0x9E3779B9u;
+        key[1] += 0xBB67AE85u;
+    }
+}
+
+/* FNV-1a, 64-bit: the name's part of the key. */
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i)
+{
+    switch (init.kind) {
+    case BORA_INIT_ZEROS: return 0.0;
+    case BORA_INIT_ONES: return 1.0;
+    case BORA_INIT_CONSTANT: return init.value;
+    default: break;
+    }
+    uint64_t h = hash_name(name) ^ (seed * 0x9E3779B97F4A7C15ull);
+    uint32_t key[2] = {(uint32_t)h, (uint32_t)(h >> 32)};
+    /* One counter per element: (index, seed) -> two uniforms -> one normal (Box-Muller). */
+    uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)seed, (uint32_t)(seed >> 32)};
+    philox4x32(ctr, key);
+    double u1 = ((double)(((uint64_t)ctr[0] << 21) ^ ctr[1]) + 0.5) / 9007199254740992.0;
+    double u2 = (double)ctr[2] / 4294967296.0;
+    u1 = fmod(u1, 1.0);
+    if (u1 <= 0)
+        u1 = 0x1p-53;
+    return init.value * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* ---- the store ---------------------------------------------------------------------------- */
+
+g_store *g_store_new(const bora_backend_ops *ops, bora_backend *backend, const char *name,
+                     uint64_t seed)
+{
+    g_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->ops = ops;
+    s->backend = backend;
+    s->backend_name = name;
+    s->seed = seed;
+    return s;
+}
+
+void g_store_free(g_store *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_slots; i++)
+        free(s->slots[i].name);
+    free(s->slots);
+    if (s->params)
+        s->ops->buffer_free(s->backend, s->params);
+    if (s->grads)
+        s->ops->buffer_free(s->backend, s->grads);
+    if (s->arena)
+        s->ops->buffer_free(s->backend, s->arena);
+    free(s);
+}
+
+long g_store_find(const g_store *s, const char *name)
+{
+    for (size_t i = 0; i < s->n_slots; i++)
+        if (!strcmp(s->slots[i].name, name))
+            return (long)i;
+    return -1;
+}
+
+static void store_value(void *dst, int dtype, double v)
+{
+    if (dtype == BORA_DTYPE_F64)
+        *(double *)dst = v;
+    else
+        *(float *)dst = (float)v;
+}
+
+bora_status g_store_materialize(g_store *s)
+{
+    size_t bytes = s->param_bytes ? s->param_bytes : 64;
+    if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->params) != BORA_OK ||
+        s->ops->buffer_alloc(s->backend, bytes, 64, &s->grads) != BORA_OK ||
+        s->ops->buffer_alloc(s->backend, s->arena_bytes ? s->arena_bytes : 64, 64, &s->arena) !=
+            BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes of parameters on %s",
+                              bytes, s->backend_name);
+    s->param_ptr = s->ops->buffer_ptr(s->backend, s->params);
+    s->grad_ptr = s->ops->buffer_ptr(s->backend, s->grads);
+    s->arena_ptr = s->ops->buffer_ptr(s->backend, s->arena);
+    /* Initial values on the host, then one copy per parameter. */
+    for (size_t i = 0; i < s->n_slots; i++) {
+        g_slot *p = &s->slots[i];
+        size_t esz = bora_dtype_size(p->dtype), n = p->nbytes / esz;
+        char *host = malloc(p->nbytes ? p->nbytes : 1);
+        if (!host)
+            return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+        for (size_t e = 0; e < n; e++)
+            store_value(host + e * esz, p->dtype, g_init_value(s->seed, p->name, p->init, e));
+        bora_status st = s->ops->copy_in(s->backend, s->params, p->offset, host, p->nbytes);
+        free(host);
+        if (st != BORA_OK)
+            return st;
+    }
+    return g_store_zero_grads(s);
+}
+
+bora_status g_store_zero_grads(g_store *s)
+{
+    size_t bytes = s->param_bytes ? s->param_bytes : 64;
+    char *zeros = calloc(1, bytes);
+    if (!zeros)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_status st = s->ops->copy_in(s->backend, s->grads, 0, zeros, bytes);
+    free(zeros);
+    return st;
+}

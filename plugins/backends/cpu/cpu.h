@@ -1,0 +1,14 @@
+/* plugins/backends/cpu/cpu.h — what the CPU backend's files share. */
+#ifndef BORA_CPU_H
+#define BORA_CPU_H
+
+#include <bora/backend.h>
+
+struct bora_backend {
+    const bora_host *h;
+    int num_threads;
+};
+
+bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dtypes, uint32_t n);
+
+#endif

@@ -1,0 +1,249 @@
+/* plugins/backends/cpu/kernels.c — the CPU backend's kernel table: plain C with OpenMP over a
+ * fixed static partition, f32 and f64 (the f64 path is the reference for gradient checks), and
+ * f32 matmuls on oneDNN's sgemm in fixed blocks of rows. */
+#include "cpu.h"
+
+#include <dnnl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Iteration over a tensor's rows (all axes but the last) with several operands' offsets. */
+typedef struct walk {
+    int nd, nops;
+    int64_t dims[BORA_MAX_DIMS];
+    int64_t strides[5][BORA_MAX_DIMS];
+    int64_t rows, inner;
+    int64_t inner_stride[5];
+} walk;
+
+static void walk_init(walk *w, const bora_tensor_desc *out, const bora_tensor_desc *ins, int nin)
+{
+    memset(w, 0, sizeof *w);
+    w->nd = out->ndim;
+    w->nops = 1 + nin;
+    w->rows = 1;
+    w->inner = out->ndim ? out->dims[out->ndim - 1] : 1;
+    for (int i = 0; i < out->ndim; i++) {
+        w->dims[i] = out->dims[i];
+        w->strides[0][i] = out->strides[i];
+        for (int k = 0; k < nin; k++)
+            w->strides[k + 1][i] = ins[k].strides[i];
+        if (i < out->ndim - 1)
+            w->rows *= out->dims[i];
+    }
+    for (int k = 0; k < w->nops; k++)
+        w->inner_stride[k] = out->ndim ? w->strides[k][out->ndim - 1] : 0;
+}
+
+static int64_t rows_of(const bora_tensor_desc *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim - 1; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+static void walk_row(const walk *w, int64_t r, int64_t off[5])
+{
+    for (int k = 0; k < w->nops; k++)
+        off[k] = 0;
+    for (int i = w->nd - 2; i >= 0; i--) {
+        int64_t idx = r % w->dims[i];
+        r /= w->dims[i];
+        for (int k = 0; k < w->nops; k++)
+            off[k] += idx * w->strides[k][i];
+    }
+}
+
+#define T float
+#define SUFFIX f32
+#define EXP expf
+#define LOG logf
+#define SQRT sqrtf
+#define TANH tanhf
+#define ERF erff
+#include "kernels_t.h"
+#undef T
+#undef SUFFIX
+#undef EXP
+#undef LOG
+#undef SQRT
+#undef TANH
+#undef ERF
+
+#define T double
+#define SUFFIX f64
+#define EXP exp
+#define LOG log
+#define SQRT sqrt
+#define TANH tanh
+#define ERF erf
+#include "kernels_t.h"
+#undef T
+#undef SUFFIX
+#undef EXP
+#undef LOG
+#undef SQRT
+#undef TANH
+#undef ERF
+
+/* ---- copy and cast --------------------------------------------------------------------------- */
+
+static double load(const void *p, int dtype, int64_t i)
+{
+    switch (dtype) {
+    case BORA_DTYPE_F32: return ((const float *)p)[i];
+    case BORA_DTYPE_F64: return ((const double *)p)[i];
+    case BORA_DTYPE_I32: return ((const int32_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+    }
+}
+
+static void store(void *p, int dtype, int64_t i, double v)
+{
+    switch (dtype) {
+    case BORA_DTYPE_F32: ((float *)p)[i] = (float)v; break;
+    case BORA_DTYPE_F64: ((double *)p)[i] = v; break;
+    case BORA_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    default: ((int64_t *)p)[i] = (int64_t)v; break;
+    }
+}
+
+static bora_status cpu_copy(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_tensor_desc *o = &a->outputs[0], *x = &a->inputs[0];
+    walk w;
+    walk_init(&w, o, x, 1);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < w.rows; r++) {
+        int64_t off[5];
+        walk_row(&w, r, off);
+        for (int64_t i = 0; i < w.inner; i++)
+            store(o->data, o->dtype, off[0] + i * w.inner_stride[0],
+                  load(x->data, x->dtype, off[1] + i * w.inner_stride[1]));
+    }
+    return BORA_OK;
+}
+
+/* ---- f32 matmul on oneDNN -------------------------------------------------------------------- */
+
+/* Rows per sgemm call. Fixed, so the partition (and every product's summation order) is the
+ * same whatever the thread count; the calls run inside an OpenMP loop, where oneDNN itself runs
+ * single-threaded. */
+#define CPU_MATMUL_ROWS 32
+
+/* One operand (rows, cols) with strides: its sgemm transpose flag and leading dimension. */
+static int gemm_layout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, char *trans,
+                       int64_t *ld)
+{
+    if (s_col == 1 || cols == 1) {
+        *trans = 'N';
+        *ld = rows == 1 ? (cols > 1 ? cols : 1) : s_row;
+        return *ld >= cols;
+    }
+    if (s_row == 1 || rows == 1) {
+        *trans = 'T';
+        *ld = cols == 1 ? (rows > 1 ? rows : 1) : s_col;
+        return *ld >= rows;
+    }
+    return 0;
+}
+
+static bora_status matmul_f32(bora_backend *bk, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
+    int64_t nb = C->dims[0], M = C->dims[1], N = C->dims[2], Kd = A->dims[2];
+    char ta, tb, tc;
+    int64_t lda, ldb, ldc;
+    int64_t a_sr = A->strides[1];
+    if (!gemm_layout(M, Kd, A->strides[1], A->strides[2], &ta, &lda) ||
+        !gemm_layout(Kd, N, B->strides[1], B->strides[2], &tb, &ldb) ||
+        !gemm_layout(M, N, C->strides[1], C->strides[2], &tc, &ldc) || tc != 'N' || Kd == 0)
+        return matmul_naive_f32(bk, a);
+    int64_t blocks = (M + CPU_MATMUL_ROWS - 1) / CPU_MATMUL_ROWS;
+    int failed = 0;
+#pragma omp parallel for schedule(static)
+    for (int64_t job = 0; job < nb * blocks; job++) {
+        int64_t bi = job / blocks, m0 = (job % blocks) * CPU_MATMUL_ROWS;
+        int64_t rows = M - m0 < CPU_MATMUL_ROWS ? M - m0 : CPU_MATMUL_ROWS;
+        const float *ap = (const float *)A->data + bi * A->strides[0] + m0 * a_sr;
+        const float *bp = (const float *)B->data + bi * B->strides[0];
+        float *cp = (float *)C->data + bi * C->strides[0] + m0 * C->strides[1];
+        if (dnnl_sgemm(ta, tb, rows, N, Kd, 1.0f, ap, lda, bp, ldb, 0.0f, cp, ldc) != dnnl_success)
+#pragma omp atomic write
+            failed = 1;
+    }
+    return failed ? BORA_ERR_DEVICE : BORA_OK;
+}
+
+/* ---- the table ------------------------------------------------------------------------------- */
+
+bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint32_t n)
+{
+    (void)b;
+    if (n == 0)
+        return NULL;
+    if (op == BORA_OP_COPY) {
+        for (uint32_t i = 0; i < n; i++)
+            if (dt[i] != BORA_DTYPE_F32 && dt[i] != BORA_DTYPE_F64 && dt[i] != BORA_DTYPE_I32 &&
+                dt[i] != BORA_DTYPE_I64)
+                return NULL;
+        return cpu_copy;
+    }
+    int32_t ft = dt[0];
+    if (op == BORA_OP_SCATTER_ADD)
+        ft = dt[1];
+    if (ft != BORA_DTYPE_F32 && ft != BORA_DTYPE_F64)
+        return NULL;
+    int f64 = ft == BORA_DTYPE_F64;
+    /* Integer operands where an op takes them; every other operand is the float type. */
+    for (uint32_t i = 0; i < n; i++) {
+        int int_ok =
+            (op == BORA_OP_XENT || op == BORA_OP_XENT_GRAD || op == BORA_OP_GATHER) && i == 1;
+        int_ok |= op == BORA_OP_SCATTER_ADD && i == 0;
+        int_ok |= op == BORA_OP_ATTENTION && i >= 3 && i <= 4 && n == 7;
+        int_ok |= op == BORA_OP_ATTENTION_GRAD && i >= 6 && i <= 7 && n == 11;
+        if (int_ok ? dt[i] != BORA_DTYPE_I32 : dt[i] != ft)
+            return NULL;
+    }
+#define PICK(name) return f64 ? name##_f64 : name##_f32
+    switch (op) {
+    case BORA_OP_FILL:
+    case BORA_OP_ADD:
+    case BORA_OP_SUB:
+    case BORA_OP_MUL:
+    case BORA_OP_DIV:
+    case BORA_OP_NEG:
+    case BORA_OP_EXP:
+    case BORA_OP_LOG:
+    case BORA_OP_SQRT:
+    case BORA_OP_RSQRT:
+    case BORA_OP_TANH:
+    case BORA_OP_SIGMOID:
+    case BORA_OP_RELU:
+    case BORA_OP_SILU:
+    case BORA_OP_GELU_TANH:
+    case BORA_OP_GELU_EXACT:
+    case BORA_OP_SCALE:
+    case BORA_OP_ACT_GRAD: PICK(elementwise);
+    case BORA_OP_SUM:
+    case BORA_OP_MAX: PICK(reduce);
+    case BORA_OP_MATMUL: return f64 ? matmul_naive_f64 : matmul_f32;
+    case BORA_OP_LAYERNORM: PICK(layernorm);
+    case BORA_OP_LAYERNORM_GRAD: PICK(layernorm_grad);
+    case BORA_OP_SOFTMAX:
+    case BORA_OP_LOG_SOFTMAX: PICK(softmax);
+    case BORA_OP_XENT: PICK(xent);
+    case BORA_OP_XENT_GRAD: PICK(xent_grad);
+    case BORA_OP_GATHER: PICK(gather);
+    case BORA_OP_SCATTER_ADD: PICK(scatter_add);
+    case BORA_OP_ATTENTION: PICK(attention);
+    case BORA_OP_ATTENTION_GRAD: PICK(attention_grad);
+    case BORA_OP_PAD: PICK(pad);
+    case BORA_OP_CONCAT: PICK(concat);
+    default: return NULL;
+    }
+#undef PICK
+}

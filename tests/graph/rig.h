@@ -1,0 +1,71 @@
+/* tests/graph/rig.h — a graph, its store and the CPU backend, for the graph tests: load the
+ * backend plugin, build with the public API, finalize, run, read back. */
+#ifndef BORA_TEST_RIG_H
+#define BORA_TEST_RIG_H
+
+#include "config/config.h"
+#include "graph/graph.h"
+#include "plugin/registry.h"
+#include "util/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rig {
+    bora_registry *reg;
+    const bora_backend_ops *ops;
+    bora_backend *be;
+    g_store *store;
+    bora_cfg *cfg;
+} rig;
+
+/* Load the CPU backend from plugin_dir with num_threads (0: all cores). Exits on failure. */
+static inline void rig_open(rig *r, const char *plugin_dir, int num_threads, uint64_t seed)
+{
+    memset(r, 0, sizeof *r);
+    r->reg = bora_registry_new();
+    if (bora_registry_add_dir(r->reg, plugin_dir, 1) != BORA_OK) {
+        fprintf(stderr, "rig: %s\n", bora_error_get());
+        exit(1);
+    }
+    bora_registry_load(r->reg);
+    const bora_entry *e = bora_registry_find(r->reg, BORA_KIND_BACKEND, "cpu");
+    if (!e) {
+        fprintf(stderr, "rig: %s\n", bora_error_get());
+        exit(1);
+    }
+    r->ops = (const bora_backend_ops *)e->ops;
+    char yaml[64];
+    snprintf(yaml, sizeof yaml, "num_threads: %d\n", num_threads);
+    r->cfg = bora_cfg_new();
+    bora_cfg_load_string(r->cfg, "rig.yaml", yaml, strlen(yaml));
+    if (r->ops->create(&e->file->host, bora_cfg_root(r->cfg), &r->be) != BORA_OK) {
+        fprintf(stderr, "rig: %s\n", bora_error_get());
+        exit(1);
+    }
+    r->store = g_store_new(r->ops, r->be, "cpu", seed);
+}
+
+static inline void rig_close(rig *r)
+{
+    g_store_free(r->store);
+    r->ops->destroy(r->be);
+    bora_cfg_free(r->cfg);
+    bora_registry_free(r->reg);
+}
+
+/* Pointer to a parameter's data by name (host memory on the CPU backend). */
+static inline void *rig_param(rig *r, const char *name)
+{
+    long i = g_store_find(r->store, name);
+    return i < 0 ? NULL : r->store->param_ptr + r->store->slots[i].offset;
+}
+
+static inline void *rig_grad(rig *r, const char *name)
+{
+    long i = g_store_find(r->store, name);
+    return i < 0 ? NULL : r->store->grad_ptr + r->store->slots[i].offset;
+}
+
+#endif

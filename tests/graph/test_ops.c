@@ -1,0 +1,572 @@
+/* tests/graph/test_ops.c — every op of the graph API on the CPU backend:
+ *   forward, f32 and f64, against a naive double-precision reference written here
+ *   (tolerances: f64 1e-10 relative, f32 2e-4 relative plus 1e-5 absolute);
+ *   backward, through the f64 path, against central finite differences of the loss
+ *   sum(out · w) for a fixed random w (h = 1e-6, tolerance 1e-6 relative plus 1e-8 absolute;
+ *   the layout case, which casts through f32, h = 1e-3 and 1e-2);
+ *   and, at the end, a check that every kernel op id ran in some gradient check, so an op
+ *   added without a case fails here.
+ *
+ * usage: test_ops PLUGIN_DIR */
+#include "../test.h"
+#include "rig.h"
+
+#include <math.h>
+
+static const char *plugin_dir;
+static uint64_t ops_seen[BORA_OP_COUNT_];
+
+/* ---- helpers over the public API ---------------------------------------------------------- */
+
+#define AX(n, s) ((bora_axis){(n), (s)})
+
+static bora_tensor *P(bora_graph *g, const char *name, int dtype, int n, const bora_axis *axes)
+{
+    return bora_param(g, name, dtype, n, axes, bora_init_normal(1.0), 0);
+}
+
+static int64_t numel_axes(int n, const bora_axis *axes)
+{
+    int64_t k = 1;
+    for (int i = 0; i < n; i++)
+        k *= axes[i].size;
+    return k;
+}
+
+/* A parameter's values as doubles (the f64 store). */
+static double *vals(rig *r, const char *name)
+{
+    long i = g_store_find(r->store, name);
+    if (i < 0)
+        return NULL;
+    const g_slot *s = &r->store->slots[i];
+    size_t n = s->nbytes / bora_dtype_size(s->dtype);
+    double *out = malloc(n * sizeof *out);
+    for (size_t k = 0; k < n; k++)
+        out[k] = s->dtype == BORA_DTYPE_F64 ? ((double *)rig_param(r, name))[k]
+                                            : ((float *)rig_param(r, name))[k];
+    return out;
+}
+
+/* ---- the cases ---------------------------------------------------------------------------- */
+
+/* Integer inputs some cases use. */
+static const int32_t ids6[6] = {3, 0, 5, 3, 1, 2};        /* (batch=2, position=3) */
+static const int32_t targets6[6] = {4, 0, -100, 2, 1, 3}; /* one ignored position */
+static const int32_t seg8[8] = {0, 0, 1, 1, 0, 1, 1, 1};  /* (batch=2, position=4) */
+
+typedef struct ocase ocase;
+struct ocase {
+    const char *name;
+    bora_tensor *(*build)(bora_graph *g, int dtype, int variant);
+    /* reference output (row-major in the output's axis order) from the f64 parameters */
+    void (*ref)(rig *r, int variant, double *out);
+    int variants;
+    double grad_tol; /* 0: the default */
+};
+
+static double un(int op, double x)
+{
+    switch (op) {
+    case BORA_OP_NEG: return -x;
+    case BORA_OP_EXP: return exp(x);
+    case BORA_OP_LOG: return log(x);
+    case BORA_OP_SQRT: return sqrt(x);
+    case BORA_OP_RSQRT: return 1 / sqrt(x);
+    case BORA_OP_TANH: return tanh(x);
+    case BORA_OP_SIGMOID: return 1 / (1 + exp(-x));
+    case BORA_OP_RELU: return x > 0 ? x : 0;
+    case BORA_OP_SILU: return x / (1 + exp(-x));
+    case BORA_OP_GELU_TANH:
+        return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case BORA_OP_GELU_EXACT: return 0.5 * x * (1 + erf(x / sqrt(2)));
+    default: return NAN;
+    }
+}
+
+/* unary: variant picks the op; log/sqrt/rsqrt see exp(a) > 0. */
+static const int unary_ops[] = {BORA_OP_NEG,   BORA_OP_EXP,       BORA_OP_LOG,       BORA_OP_SQRT,
+                                BORA_OP_RSQRT, BORA_OP_TANH,      BORA_OP_SIGMOID,   BORA_OP_RELU,
+                                BORA_OP_SILU,  BORA_OP_GELU_TANH, BORA_OP_GELU_EXACT};
+static int positive_only(int op)
+{
+    return op == BORA_OP_LOG || op == BORA_OP_SQRT || op == BORA_OP_RSQRT;
+}
+static bora_tensor *b_unary(bora_graph *g, int dt, int v)
+{
+    bora_axis ax[2] = {AX("x", 3), AX("y", 4)};
+    bora_tensor *a = P(g, "a", dt, 2, ax);
+    int op = unary_ops[v];
+    if (positive_only(op))
+        a = bora_unary(g, BORA_OP_EXP, a);
+    return bora_unary(g, op, a);
+}
+static void r_unary(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a");
+    int op = unary_ops[v];
+    for (int i = 0; i < 12; i++)
+        out[i] = un(op, positive_only(op) ? exp(a[i]) : a[i]);
+    free(a);
+}
+
+/* binary with broadcasting by name: a (x, y) op b (y); div divides by exp(b). */
+static const int binary_ops[] = {BORA_OP_ADD, BORA_OP_SUB, BORA_OP_MUL, BORA_OP_DIV};
+static bora_tensor *b_binary(bora_graph *g, int dt, int v)
+{
+    bora_axis ax[2] = {AX("x", 3), AX("y", 4)};
+    bora_tensor *a = P(g, "a", dt, 2, ax), *b = P(g, "b", dt, 1, ax + 1);
+    if (binary_ops[v] == BORA_OP_DIV)
+        b = bora_unary(g, BORA_OP_EXP, b);
+    /* b op a too, so the broadcast operand is on both sides */
+    return v % 2 ? g->api->binary(g, binary_ops[v], b, a) : g->api->binary(g, binary_ops[v], a, b);
+}
+static void r_binary(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a"), *b = vals(r, "b");
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) {
+            double x = a[i * 4 + j], y = binary_ops[v] == BORA_OP_DIV ? exp(b[j]) : b[j];
+            if (v % 2) {
+                double t = x;
+                x = y, y = t;
+            }
+            out[i * 4 + j] = v == 0 ? x + y : v == 1 ? x - y : v == 2 ? x * y : x / y;
+        }
+    free(a);
+    free(b);
+}
+
+/* scale, sum over y, mean over x, max over y (the output order is the input's remaining axes) */
+static bora_tensor *b_reduce(bora_graph *g, int dt, int v)
+{
+    bora_axis ax[3] = {AX("x", 3), AX("y", 4), AX("z", 2)};
+    bora_tensor *a = P(g, "a", dt, 3, ax);
+    const char *y[] = {"y"}, *x[] = {"x"};
+    switch (v) {
+    case 0: return g->api->scale(g, a, -1.75);
+    case 1: return g->api->reduce(g, BORA_OP_SUM, a, 1, y);
+    case 2: return g->api->reduce(g, 0, a, 1, x);
+    default: return g->api->reduce(g, BORA_OP_MAX, a, 1, y);
+    }
+}
+static void r_reduce(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a");
+#define A3(i, j, k) a[((i)*4 + (j)) * 2 + (k)]
+    if (v == 0)
+        for (int i = 0; i < 24; i++)
+            out[i] = -1.75 * a[i];
+    else if (v == 1 || v == 3)
+        for (int i = 0; i < 3; i++)
+            for (int k = 0; k < 2; k++) {
+                double acc = v == 1 ? 0 : -INFINITY;
+                for (int j = 0; j < 4; j++)
+                    acc = v == 1 ? acc + A3(i, j, k) : fmax(acc, A3(i, j, k));
+                out[i * 2 + k] = acc;
+            }
+    else
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 2; k++)
+                out[j * 2 + k] = (A3(0, j, k) + A3(1, j, k) + A3(2, j, k)) / 3;
+#undef A3
+    free(a);
+}
+
+/* dot: a (batch, m, k) · b (k, n) and with a shared batch axis; then with bias and GELU. */
+static bora_tensor *b_dot(bora_graph *g, int dt, int v)
+{
+    bora_axis aa[3] = {AX("batch", 2), AX("m", 3), AX("k", 4)};
+    bora_axis ba[3] = {AX("batch", 2), AX("k", 4), AX("n", 5)};
+    bora_tensor *a = P(g, "a", dt, 3, aa);
+    bora_tensor *b = v == 1 ? P(g, "b", dt, 3, ba) : P(g, "b", dt, 2, ba + 1);
+    const char *k[] = {"k"};
+    if (v == 2) {
+        bora_tensor *bias = P(g, "c", dt, 1, ba + 2);
+        bora_dot_opts o = {sizeof o, BORA_OP_GELU_TANH, bias};
+        return g->api->dot(g, a, b, 1, k, &o);
+    }
+    /* transposed operand: b given as (n, k) */
+    if (v == 3) {
+        const char *nk[] = {"n", "k"};
+        return bora_dot(g, a, g->api->contiguous(g, g->api->permute(g, b, 2, nk)), 1, k);
+    }
+    return bora_dot(g, a, b, 1, k);
+}
+static void r_dot(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a"), *b = vals(r, "b"), *c = v == 2 ? vals(r, "c") : NULL;
+    for (int bi = 0; bi < 2; bi++)
+        for (int m = 0; m < 3; m++)
+            for (int n = 0; n < 5; n++) {
+                double acc = 0;
+                for (int k = 0; k < 4; k++)
+                    acc +=
+                        a[(bi * 3 + m) * 4 + k] * (v == 1 ? b[(bi * 4 + k) * 5 + n] : b[k * 5 + n]);
+                if (c)
+                    acc = un(BORA_OP_GELU_TANH, acc + c[n]);
+                out[(bi * 3 + m) * 5 + n] = acc;
+            }
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* layernorm over d, with x given as (d, r) so the normalised axis is not the last. */
+static bora_tensor *b_layernorm(bora_graph *g, int dt, int v)
+{
+    (void)v;
+    bora_axis ax[2] = {AX("d", 5), AX("r", 3)};
+    bora_tensor *x = P(g, "a", dt, 2, ax), *w = P(g, "b", dt, 1, ax), *b = P(g, "c", dt, 1, ax);
+    return g->api->layernorm(g, x, w, b, "d", 1e-5);
+}
+static void r_layernorm(rig *r, int v, double *out)
+{
+    (void)v;
+    double *x = vals(r, "a"), *w = vals(r, "b"), *b = vals(r, "c");
+    for (int j = 0; j < 3; j++) {
+        double mean = 0, var = 0;
+        for (int d = 0; d < 5; d++)
+            mean += x[d * 3 + j] / 5;
+        for (int d = 0; d < 5; d++)
+            var += (x[d * 3 + j] - mean) * (x[d * 3 + j] - mean) / 5;
+        for (int d = 0; d < 5; d++)
+            out[d * 3 + j] = (x[d * 3 + j] - mean) / sqrt(var + 1e-5) * w[d] + b[d];
+    }
+    free(x);
+    free(w);
+    free(b);
+}
+
+/* softmax and log-softmax over y of a (y, x). */
+static bora_tensor *b_softmax(bora_graph *g, int dt, int v)
+{
+    bora_axis ax[2] = {AX("y", 5), AX("x", 3)};
+    bora_tensor *a = P(g, "a", dt, 2, ax);
+    return v ? g->api->log_softmax(g, a, "y") : g->api->softmax(g, a, "y");
+}
+static void r_softmax(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a");
+    for (int x = 0; x < 3; x++) {
+        double m = -INFINITY, s = 0;
+        for (int y = 0; y < 5; y++)
+            m = fmax(m, a[y * 3 + x]);
+        for (int y = 0; y < 5; y++)
+            s += exp(a[y * 3 + x] - m);
+        for (int y = 0; y < 5; y++)
+            out[y * 3 + x] = v ? a[y * 3 + x] - m - log(s) : exp(a[y * 3 + x] - m) / s;
+    }
+    free(a);
+}
+
+/* cross-entropy: logits (vocab, batch, position), targets (batch, position), one ignored;
+ * variant 1 adds a z-loss. */
+static bora_tensor *b_xent(bora_graph *g, int dt, int v)
+{
+    bora_axis ax[3] = {AX("vocab", 5), AX("batch", 2), AX("position", 3)};
+    bora_tensor *l = P(g, "a", dt, 3, ax);
+    bora_tensor *t = bora_input(g, "targets", BORA_DTYPE_I32, 2, ax + 1);
+    bora_xent_opts o = {sizeof o, -100, v ? 0.01 : 0.0};
+    return g->api->cross_entropy(g, l, t, "vocab", &o);
+}
+static void r_xent(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a"), total = 0;
+    for (int p = 0; p < 6; p++) {
+        if (targets6[p] < 0)
+            continue;
+        double m = -INFINITY, s = 0;
+        for (int k = 0; k < 5; k++)
+            m = fmax(m, a[k * 6 + p]);
+        for (int k = 0; k < 5; k++)
+            s += exp(a[k * 6 + p] - m);
+        double lse = m + log(s);
+        total += lse - a[targets6[p] * 6 + p] + (v ? 0.01 * lse * lse : 0);
+    }
+    out[0] = total;
+    free(a);
+}
+
+/* embedding: table (embed, vocab) — vocab not first — by ids (batch, position). */
+static bora_tensor *b_embedding(bora_graph *g, int dt, int v)
+{
+    (void)v;
+    bora_axis ax[2] = {AX("embed", 4), AX("vocab", 6)};
+    bora_axis ia[2] = {AX("batch", 2), AX("position", 3)};
+    bora_tensor *t = P(g, "a", dt, 2, ax);
+    bora_tensor *ids = bora_input(g, "ids", BORA_DTYPE_I32, 2, ia);
+    return g->api->embedding(g, t, ids, "vocab");
+}
+static void r_embedding(rig *r, int v, double *out)
+{
+    (void)v;
+    double *t = vals(r, "a");
+    for (int p = 0; p < 6; p++)
+        for (int e = 0; e < 4; e++)
+            out[p * 4 + e] = t[e * 6 + ids6[p]];
+    free(t);
+}
+
+/* attention: q (batch, heads, position, head_dim), causal; variant 1 with segment ids;
+ * variant 2 not causal. */
+static bora_tensor *b_attention(bora_graph *g, int dt, int v)
+{
+    bora_axis qa[4] = {AX("batch", 2), AX("heads", 2), AX("position", 4), AX("head_dim", 3)};
+    bora_axis ka[4] = {AX("batch", 2), AX("heads", 2), AX("key_position", 4), AX("head_dim", 3)};
+    bora_tensor *q = P(g, "a", dt, 4, qa), *k = P(g, "b", dt, 4, ka), *vv = P(g, "c", dt, 4, ka);
+    bora_attention_opts o = {sizeof o, v != 2, 0, NULL, NULL, NULL, NULL};
+    if (v == 1) {
+        bora_axis sa[2] = {AX("batch", 2), AX("position", 4)};
+        o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);
+    }
+    return g->api->attention(g, q, k, vv, &o);
+}
+static void r_attention(rig *r, int v, double *out)
+{
+    double *q = vals(r, "a"), *k = vals(r, "b"), *vv = vals(r, "c");
+#define I4(b, h, t, e) ((((b)*2 + (h)) * 4 + (t)) * 3 + (e))
+    for (int b = 0; b < 2; b++)
+        for (int h = 0; h < 2; h++)
+            for (int t = 0; t < 4; t++) {
+                double s[4], m = -INFINITY, z = 0;
+                for (int j = 0; j < 4; j++) {
+                    int ok = (v == 2 || j <= t) && (v != 1 || seg8[b * 4 + t] == seg8[b * 4 + j]);
+                    s[j] = -INFINITY;
+                    if (!ok)
+                        continue;
+                    double d = 0;
+                    for (int e = 0; e < 3; e++)
+                        d += q[I4(b, h, t, e)] * k[I4(b, h, j, e)];
+                    s[j] = d / sqrt(3.0);
+                    m = fmax(m, s[j]);
+                }
+                for (int j = 0; j < 4; j++)
+                    z += s[j] == -INFINITY ? 0 : exp(s[j] - m);
+                for (int e = 0; e < 3; e++) {
+                    double acc = 0;
+                    for (int j = 0; j < 4; j++)
+                        acc += s[j] == -INFINITY ? 0 : exp(s[j] - m) / z * vv[I4(b, h, j, e)];
+                    out[I4(b, h, t, e)] = acc;
+                }
+            }
+#undef I4
+    free(q);
+    free(k);
+    free(vv);
+}
+
+/* views and layout: slice, rename, split, merge, broadcast, permute, contiguous, concat, cast. */
+static bora_tensor *b_layout(bora_graph *g, int dt, int v)
+{
+    bora_axis ax[2] = {AX("x", 4), AX("y", 6)};
+    bora_axis bx[2] = {AX("x", 2), AX("y", 6)};
+    bora_tensor *a = P(g, "a", dt, 2, ax);
+    const bora_graph_api *A = g->api;
+    switch (v) {
+    case 0: { /* slice y 1..5, split y into (p=2, q=2), rename x->w, merge (w, p) */
+        bora_axis parts[2] = {AX("p", 2), AX("q", 2)};
+        bora_tensor *t = A->split(g, A->slice(g, a, "y", 1, 4), "y", 2, parts);
+        t = bora_rename(g, t, "x", "w");
+        const char *wp[] = {"w", "p"};
+        return A->contiguous(g, A->merge(g, t, 2, wp, "wp"));
+    }
+    case 1: { /* concat along x with b (x=2) */
+        bora_tensor *b = P(g, "b", dt, 2, bx);
+        bora_tensor *xs[2] = {a, b};
+        return A->concat(g, "x", 2, xs);
+    }
+    case 2: /* broadcast over a new axis, then permute */
+    {
+        const char *order[] = {"y", "z", "x"};
+        return A->contiguous(g, A->permute(g, A->broadcast(g, a, AX("z", 2)), 3, order));
+    }
+    default: /* cast to the other float type and back */
+        return A->cast(
+            g,
+            A->unary(g, BORA_OP_TANH,
+                     A->cast(g, a, dt == BORA_DTYPE_F64 ? BORA_DTYPE_F32 : BORA_DTYPE_F64)),
+            dt);
+    }
+}
+static void r_layout(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a"), *b = v == 1 ? vals(r, "b") : NULL;
+    if (v == 0) /* (wp = x*2 + p, q) = a[x, 1 + p*2 + q] */
+        for (int x = 0; x < 4; x++)
+            for (int p = 0; p < 2; p++)
+                for (int q = 0; q < 2; q++)
+                    out[(x * 2 + p) * 2 + q] = a[x * 6 + 1 + p * 2 + q];
+    else if (v == 1)
+        for (int i = 0; i < 36; i++)
+            out[i] = i < 24 ? a[i] : b[i - 24];
+    else if (v == 2)
+        for (int y = 0; y < 6; y++)
+            for (int z = 0; z < 2; z++)
+                for (int x = 0; x < 4; x++)
+                    out[(y * 2 + z) * 4 + x] = a[x * 6 + y];
+    else
+        for (int i = 0; i < 24; i++)
+            out[i] = tanhf((float)a[i]);
+    free(a);
+    free(b);
+}
+
+static const ocase cases[] = {
+    {"unary", b_unary, r_unary, 11, 0},
+    {"binary", b_binary, r_binary, 4, 0},
+    {"scale/reduce", b_reduce, r_reduce, 4, 0},
+    {"dot", b_dot, r_dot, 4, 0},
+    {"layernorm", b_layernorm, r_layernorm, 1, 0},
+    {"softmax", b_softmax, r_softmax, 2, 0},
+    {"cross_entropy", b_xent, r_xent, 2, 0},
+    {"embedding", b_embedding, r_embedding, 1, 0},
+    {"attention", b_attention, r_attention, 3, 0},
+    {"layout", b_layout, r_layout, 4, 1e-2}, /* variant 3 passes through f32: looser */
+};
+
+/* ---- running ------------------------------------------------------------------------------ */
+
+static void fill_int_inputs(g_graph *g)
+{
+    g_set_input(g, "targets", targets6, sizeof targets6);
+    g_set_input(g, "ids", ids6, sizeof ids6);
+    g_set_input(g, "seg", seg8, sizeof seg8);
+}
+
+static void check_forward(const ocase *c, int v, int dt)
+{
+    rig r;
+    rig_open(&r, plugin_dir, 2, 7);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
+    bora_tensor *out = c->build(&g->pub, dt, v);
+    if (out && out->base != out)
+        out = g->pub.api->contiguous(&g->pub, out);
+    g->output = out;
+    if (!out || g_finalize(g) || g_store_materialize(r.store)) {
+        fprintf(stderr, "%s/%d: build failed: %s\n", c->name, v, g->error);
+        test_failures++;
+        goto done;
+    }
+    fill_int_inputs(g);
+    CHECK(g_run(g) == BORA_OK);
+    int64_t n = g_numel(out);
+    double *want = calloc((size_t)n, sizeof *want), *got = calloc((size_t)n, sizeof *got);
+    void *raw = malloc((size_t)n * bora_dtype_size(dt));
+    CHECK(g_read(g, out, raw, (size_t)n * bora_dtype_size(dt)) == BORA_OK);
+    c->ref(&r, v, want);
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        got[i] = dt == BORA_DTYPE_F64 ? ((double *)raw)[i] : ((float *)raw)[i];
+        double tol =
+            dt == BORA_DTYPE_F64 ? 1e-10 * fmax(1, fabs(want[i])) : 2e-4 * fabs(want[i]) + 1e-5;
+        if (!(fabs(got[i] - want[i]) <= tol)) {
+            fprintf(stderr, "%s/%d %s: element %lld is %.10g, reference %.10g\n", c->name, v,
+                    dt == BORA_DTYPE_F64 ? "f64" : "f32", (long long)i, got[i], want[i]);
+            test_failures++;
+            break;
+        }
+        worst = fmax(worst, fabs(got[i] - want[i]));
+    }
+    free(want);
+    free(got);
+    free(raw);
+done:
+    g_graph_free(g);
+    rig_close(&r);
+}
+
+/* loss = Σ out · w, with w a fixed pseudo-random input. */
+static void check_gradient(const ocase *c, int v)
+{
+    rig r;
+    rig_open(&r, plugin_dir, 2, 11);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &g->pub;
+    bora_tensor *out = c->build(gp, BORA_DTYPE_F64, v), *loss = NULL;
+    double *w = NULL;
+    if (out) {
+        bora_axis ax[BORA_MAX_DIMS];
+        const char *names[BORA_MAX_DIMS];
+        for (int i = 0; i < out->ndim; i++)
+            ax[i] = gp->api->axis(out, i), names[i] = ax[i].name;
+        bora_tensor *wt = bora_input(gp, "__w", BORA_DTYPE_F64, out->ndim, ax);
+        bora_tensor *prod = bora_mul(gp, out, wt);
+        loss = out->ndim ? gp->api->reduce(gp, BORA_OP_SUM, prod, out->ndim, names) : prod;
+        if (loss && loss->base != loss)
+            loss = gp->api->contiguous(gp, loss);
+        int64_t n = numel_axes(out->ndim, ax);
+        w = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            w[i] = sin(1.0 + (double)i * 0.7) + 0.3;
+    }
+    g->output = loss;
+    if (!loss || g_autodiff(g, loss) || g_finalize(g) || g_store_materialize(r.store)) {
+        fprintf(stderr, "%s/%d: gradient graph failed: %s\n", c->name, v, g->error);
+        test_failures++;
+        goto done;
+    }
+    fill_int_inputs(g);
+    g_set_input(g, "__w", w, sizeof(double) * (size_t)g_numel(out));
+    CHECK(g_run(g) == BORA_OK);
+    for (int k = 0; k < BORA_OP_COUNT_; k++)
+        ops_seen[k] += g->op_runs[k];
+    /* Analytic gradients now: every later run adds into them again. */
+    double *grads = malloc(r.store->param_bytes);
+    memcpy(grads, r.store->grad_ptr, r.store->param_bytes);
+    for (size_t s = 0; s < r.store->n_slots; s++) {
+        const g_slot *slot = &r.store->slots[s];
+        size_t n = slot->nbytes / sizeof(double);
+        double *grad = grads + slot->offset / sizeof(double), *p = rig_param(&r, slot->name);
+        for (size_t e = 0; e < n && e < 40; e++) {
+            double keep = p[e], h = c->grad_tol ? 1e-3 : 1e-6, lp, lm;
+            p[e] = keep + h;
+            g_run(g);
+            g_read(g, loss, &lp, sizeof lp);
+            p[e] = keep - h;
+            g_run(g);
+            g_read(g, loss, &lm, sizeof lm);
+            p[e] = keep;
+            double fd = (lp - lm) / (2 * h);
+            double tol = (c->grad_tol ? c->grad_tol : 1e-6) * fmax(fabs(fd), fabs(grad[e])) + 1e-8;
+            if (!(fabs(fd - grad[e]) <= tol)) {
+                fprintf(stderr,
+                        "%s/%d: d loss / d %s[%zu]: autodiff %.12g, finite differences "
+                        "%.12g\n",
+                        c->name, v, slot->name, e, grad[e], fd);
+                test_failures++;
+                break;
+            }
+        }
+    }
+    free(grads);
+done:
+    free(w);
+    g_graph_free(g);
+    rig_close(&r);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_ops PLUGIN_DIR\n");
+        return 2;
+    }
+    plugin_dir = argv[1];
+    int n_checks = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int v = 0; v < cases[i].variants; v++) {
+            check_forward(&cases[i], v, BORA_DTYPE_F64);
+            check_forward(&cases[i], v, BORA_DTYPE_F32);
+            check_gradient(&cases[i], v);
+            n_checks += 3;
+        }
+    /* Every kernel op ran in some gradient check (forward or backward). */
+    for (int op = 1; op < BORA_OP_COUNT_; op++)
+        if (!ops_seen[op]) {
+            fprintf(stderr, "op '%s' (%d) has no gradient case in test_ops\n", g_op_name(op), op);
+            test_failures++;
+        }
+    printf("test_ops: %d checks over %zu cases\n", n_checks, sizeof cases / sizeof cases[0]);
+    return test_summary("test_ops");
+}
