@@ -3,7 +3,8 @@
  * A change to an SDK struct fails this file at compile time. That is the moment to decide: an
  * appended optional member is a minor ABI bump, anything else a major one (free before 1.0).
  * Bump BORA_ABI_MAJOR/MINOR in sdk/bora/plugin.h in the same commit, then update the numbers
- * here and the pinned version below. check_layout_coverage.sh makes sure no struct is missed.
+ * here (print them with sizeof and offsetof) and the pinned version below.
+ * check_layout_coverage.sh makes sure no struct is missed.
  * The numbers are for LP64 targets (x86-64, AArch64). */
 #include <bora/backend.h>
 #include <bora/model.h>
@@ -13,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 2,
+_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 3,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)
@@ -60,6 +61,95 @@ static void layout(void)
     _Static_assert(offsetof(bora_host, config_list_len) == 120, "bora_host.config_list_len");
     _Static_assert(offsetof(bora_host, config_list_at) == 128, "bora_host.config_list_at");
     _Static_assert(offsetof(bora_host, config_component) == 136, "bora_host.config_component");
+    _Static_assert(sizeof(bora_axis) == 16, "size of bora_axis");
+    _Static_assert(offsetof(bora_axis, name) == 0, "bora_axis.name");
+    _Static_assert(offsetof(bora_axis, size) == 8, "bora_axis.size");
+    _Static_assert(sizeof(bora_init) == 16, "size of bora_init");
+    _Static_assert(offsetof(bora_init, kind) == 0, "bora_init.kind");
+    _Static_assert(offsetof(bora_init, reserved) == 4, "bora_init.reserved");
+    _Static_assert(offsetof(bora_init, value) == 8, "bora_init.value");
+    _Static_assert(sizeof(bora_opt_scalar) == 16, "size of bora_opt_scalar");
+    _Static_assert(offsetof(bora_opt_scalar, struct_size) == 0, "bora_opt_scalar.struct_size");
+    _Static_assert(offsetof(bora_opt_scalar, reserved) == 4, "bora_opt_scalar.reserved");
+    _Static_assert(offsetof(bora_opt_scalar, value) == 8, "bora_opt_scalar.value");
+    _Static_assert(sizeof(bora_opt_act) == 8, "size of bora_opt_act");
+    _Static_assert(offsetof(bora_opt_act, struct_size) == 0, "bora_opt_act.struct_size");
+    _Static_assert(offsetof(bora_opt_act, op) == 4, "bora_opt_act.op");
+    _Static_assert(sizeof(bora_opt_reduce) == 8, "size of bora_opt_reduce");
+    _Static_assert(offsetof(bora_opt_reduce, struct_size) == 0, "bora_opt_reduce.struct_size");
+    _Static_assert(offsetof(bora_opt_reduce, n_reduced) == 4, "bora_opt_reduce.n_reduced");
+    _Static_assert(sizeof(bora_opt_norm) == 16, "size of bora_opt_norm");
+    _Static_assert(offsetof(bora_opt_norm, struct_size) == 0, "bora_opt_norm.struct_size");
+    _Static_assert(offsetof(bora_opt_norm, reserved) == 4, "bora_opt_norm.reserved");
+    _Static_assert(offsetof(bora_opt_norm, eps) == 8, "bora_opt_norm.eps");
+    _Static_assert(sizeof(bora_opt_xent) == 16, "size of bora_opt_xent");
+    _Static_assert(offsetof(bora_opt_xent, struct_size) == 0, "bora_opt_xent.struct_size");
+    _Static_assert(offsetof(bora_opt_xent, ignore_index) == 4, "bora_opt_xent.ignore_index");
+    _Static_assert(offsetof(bora_opt_xent, z_loss) == 8, "bora_opt_xent.z_loss");
+    _Static_assert(sizeof(bora_opt_attention) == 24, "size of bora_opt_attention");
+    _Static_assert(offsetof(bora_opt_attention, struct_size) == 0,
+                   "bora_opt_attention.struct_size");
+    _Static_assert(offsetof(bora_opt_attention, causal) == 4, "bora_opt_attention.causal");
+    _Static_assert(offsetof(bora_opt_attention, scale) == 8, "bora_opt_attention.scale");
+    _Static_assert(offsetof(bora_opt_attention, segments) == 16, "bora_opt_attention.segments");
+    _Static_assert(offsetof(bora_opt_attention, reserved) == 20, "bora_opt_attention.reserved");
+    _Static_assert(sizeof(bora_opt_pad) == 16, "size of bora_opt_pad");
+    _Static_assert(offsetof(bora_opt_pad, struct_size) == 0, "bora_opt_pad.struct_size");
+    _Static_assert(offsetof(bora_opt_pad, axis) == 4, "bora_opt_pad.axis");
+    _Static_assert(offsetof(bora_opt_pad, start) == 8, "bora_opt_pad.start");
+    _Static_assert(sizeof(bora_dot_opts) == 16, "size of bora_dot_opts");
+    _Static_assert(offsetof(bora_dot_opts, struct_size) == 0, "bora_dot_opts.struct_size");
+    _Static_assert(offsetof(bora_dot_opts, activation) == 4, "bora_dot_opts.activation");
+    _Static_assert(offsetof(bora_dot_opts, bias) == 8, "bora_dot_opts.bias");
+    _Static_assert(sizeof(bora_xent_opts) == 16, "size of bora_xent_opts");
+    _Static_assert(offsetof(bora_xent_opts, struct_size) == 0, "bora_xent_opts.struct_size");
+    _Static_assert(offsetof(bora_xent_opts, ignore_index) == 4, "bora_xent_opts.ignore_index");
+    _Static_assert(offsetof(bora_xent_opts, z_loss) == 8, "bora_xent_opts.z_loss");
+    _Static_assert(sizeof(bora_attention_opts) == 48, "size of bora_attention_opts");
+    _Static_assert(offsetof(bora_attention_opts, struct_size) == 0,
+                   "bora_attention_opts.struct_size");
+    _Static_assert(offsetof(bora_attention_opts, causal) == 4, "bora_attention_opts.causal");
+    _Static_assert(offsetof(bora_attention_opts, scale) == 8, "bora_attention_opts.scale");
+    _Static_assert(offsetof(bora_attention_opts, segment_ids) == 16,
+                   "bora_attention_opts.segment_ids");
+    _Static_assert(offsetof(bora_attention_opts, query_axis) == 24,
+                   "bora_attention_opts.query_axis");
+    _Static_assert(offsetof(bora_attention_opts, key_axis) == 32, "bora_attention_opts.key_axis");
+    _Static_assert(offsetof(bora_attention_opts, head_dim_axis) == 40,
+                   "bora_attention_opts.head_dim_axis");
+    _Static_assert(sizeof(bora_graph_api) == 232, "size of bora_graph_api");
+    _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
+    _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
+    _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
+    _Static_assert(offsetof(bora_graph_api, status) == 16, "bora_graph_api.status");
+    _Static_assert(offsetof(bora_graph_api, param) == 24, "bora_graph_api.param");
+    _Static_assert(offsetof(bora_graph_api, input) == 32, "bora_graph_api.input");
+    _Static_assert(offsetof(bora_graph_api, name) == 40, "bora_graph_api.name");
+    _Static_assert(offsetof(bora_graph_api, slice) == 48, "bora_graph_api.slice");
+    _Static_assert(offsetof(bora_graph_api, permute) == 56, "bora_graph_api.permute");
+    _Static_assert(offsetof(bora_graph_api, rename) == 64, "bora_graph_api.rename");
+    _Static_assert(offsetof(bora_graph_api, split) == 72, "bora_graph_api.split");
+    _Static_assert(offsetof(bora_graph_api, merge) == 80, "bora_graph_api.merge");
+    _Static_assert(offsetof(bora_graph_api, broadcast) == 88, "bora_graph_api.broadcast");
+    _Static_assert(offsetof(bora_graph_api, unary) == 96, "bora_graph_api.unary");
+    _Static_assert(offsetof(bora_graph_api, binary) == 104, "bora_graph_api.binary");
+    _Static_assert(offsetof(bora_graph_api, scale) == 112, "bora_graph_api.scale");
+    _Static_assert(offsetof(bora_graph_api, dot) == 120, "bora_graph_api.dot");
+    _Static_assert(offsetof(bora_graph_api, reduce) == 128, "bora_graph_api.reduce");
+    _Static_assert(offsetof(bora_graph_api, layernorm) == 136, "bora_graph_api.layernorm");
+    _Static_assert(offsetof(bora_graph_api, softmax) == 144, "bora_graph_api.softmax");
+    _Static_assert(offsetof(bora_graph_api, log_softmax) == 152, "bora_graph_api.log_softmax");
+    _Static_assert(offsetof(bora_graph_api, cross_entropy) == 160, "bora_graph_api.cross_entropy");
+    _Static_assert(offsetof(bora_graph_api, embedding) == 168, "bora_graph_api.embedding");
+    _Static_assert(offsetof(bora_graph_api, attention) == 176, "bora_graph_api.attention");
+    _Static_assert(offsetof(bora_graph_api, cast) == 184, "bora_graph_api.cast");
+    _Static_assert(offsetof(bora_graph_api, contiguous) == 192, "bora_graph_api.contiguous");
+    _Static_assert(offsetof(bora_graph_api, concat) == 200, "bora_graph_api.concat");
+    _Static_assert(offsetof(bora_graph_api, ndim) == 208, "bora_graph_api.ndim");
+    _Static_assert(offsetof(bora_graph_api, axis) == 216, "bora_graph_api.axis");
+    _Static_assert(offsetof(bora_graph_api, dtype) == 224, "bora_graph_api.dtype");
+    _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
+    _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");
     _Static_assert(offsetof(bora_tensor_desc, data) == 0, "bora_tensor_desc.data");
     _Static_assert(offsetof(bora_tensor_desc, dtype) == 8, "bora_tensor_desc.dtype");

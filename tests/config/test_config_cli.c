@@ -109,7 +109,7 @@ int main(int argc, char **argv)
                         "bad.yaml:9:27: unknown key 'pth' in trainer.tracker[0] (jsonl); did you "
                         "mean 'path'?\n"
                         "bad.yaml:10:12: trainer.backend: no backend named 'quantum'; available: "
-                        "fixture\n"
+                        "fixture, cpu\n"
                         "bad.yaml:11:1: unknown section 'dat'; did you mean 'data'?\n"
                         "in command-line override --trainer.num_train_step: unknown key "
                         "'num_train_step' in trainer; did you mean 'num_train_steps'?\n"
