@@ -135,9 +135,18 @@ bora_status g_finalize(g_graph *g)
         for (int k = 0; k < n->nout; k++)
             dtypes[nd++] = n->out[k]->dtype;
         n->kernel = ops->kernel(g->store->backend, (uint32_t)op, dtypes, nd);
-        if (!n->kernel)
-            g_fail(g, "backend '%s' has no kernel for '%s' on %s", g->store->backend_name,
-                   g_op_name(op), dtype_name(dtypes[0]));
+        if (!n->kernel) {
+            char types[128];
+            size_t w = 0;
+            for (uint32_t k = 0; k < nd && w < sizeof types; k++)
+                w += (size_t)snprintf(types + w, sizeof types - w, "%s%s",
+                                      k == 0                  ? ""
+                                      : k == (uint32_t)n->nin ? " -> "
+                                                              : ", ",
+                                      dtype_name(dtypes[k]));
+            g_fail(g, "backend '%s' has no kernel for '%s' on %s (%s)", g->store->backend_name,
+                   g_op_name(op), dtype_name(dtypes[0]), types);
+        }
     }
     free(needed);
     /* Inputs live outside the arena, one buffer each. */

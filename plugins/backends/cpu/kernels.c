@@ -90,9 +90,28 @@ static void walk_row(const walk *w, int64_t r, int64_t off[5])
 
 /* ---- copy and cast --------------------------------------------------------------------------- */
 
+/* bfloat16: the top half of an f32, rounded to nearest even (NaN stays NaN). */
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 static double load(const void *p, int dtype, int64_t i)
 {
     switch (dtype) {
+    case BORA_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
     case BORA_DTYPE_F32: return ((const float *)p)[i];
     case BORA_DTYPE_F64: return ((const double *)p)[i];
     case BORA_DTYPE_I32: return ((const int32_t *)p)[i];
@@ -103,6 +122,7 @@ static double load(const void *p, int dtype, int64_t i)
 static void store(void *p, int dtype, int64_t i, double v)
 {
     switch (dtype) {
+    case BORA_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
     case BORA_DTYPE_F32: ((float *)p)[i] = (float)v; break;
     case BORA_DTYPE_F64: ((double *)p)[i] = v; break;
     case BORA_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
@@ -188,7 +208,7 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     if (op == BORA_OP_COPY) {
         for (uint32_t i = 0; i < n; i++)
             if (dt[i] != BORA_DTYPE_F32 && dt[i] != BORA_DTYPE_F64 && dt[i] != BORA_DTYPE_I32 &&
-                dt[i] != BORA_DTYPE_I64)
+                dt[i] != BORA_DTYPE_I64 && dt[i] != BORA_DTYPE_BF16)
                 return NULL;
         return cpu_copy;
     }
