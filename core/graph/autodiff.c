@@ -9,6 +9,7 @@
 
 #include "../util/log.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Add dv to v's gradient (aligned by name). */
@@ -251,6 +252,82 @@ static void op_backward(g_graph *g, gnode *n)
     }
 }
 
+static void node_backward(g_graph *g, gnode *n)
+{
+    if (n->op == G_VIEW)
+        view_backward(g, n);
+    else if (n->op != G_PARAM && n->op != G_INPUT)
+        op_backward(g, n);
+}
+
+/* Recompute forward nodes (lo, hi] just before their backward: clone them (same ops, options
+ * and inputs, so the same bits), move the gradients that reached the originals' outputs onto
+ * the clones, and differentiate the clones. The originals' activations then die with the
+ * forward pass. */
+static void recompute_segment(g_graph *g, size_t lo, size_t hi)
+{
+    size_t n_vals = g->n_vals;
+    gval **map = calloc(n_vals, sizeof *map);
+    if (!map) {
+        g_fail(g, "out of memory");
+        return;
+    }
+    size_t first_clone = g->n_nodes;
+    for (size_t i = lo + 1; i <= hi && !g->status; i++) {
+        gnode *n = g->nodes[i];
+        if (n->op == G_PARAM || n->op == G_INPUT)
+            continue;
+        gval *ins[G_MAX_IN];
+        for (int k = 0; k < n->nin; k++)
+            ins[k] =
+                (size_t)n->in[k]->id < n_vals && map[n->in[k]->id] ? map[n->in[k]->id] : n->in[k];
+        if (n->op == G_VIEW) {
+            gval *src = ins[0], *orig = n->out[0];
+            gval *v = g_view(g, src, n->view);
+            if (!v)
+                break;
+            gnode *c = v->node;
+            v->ndim = orig->ndim;
+            v->offset = orig->offset;
+            memcpy(v->dims, orig->dims, sizeof v->dims);
+            memcpy(v->strides, orig->strides, sizeof v->strides);
+            memcpy(v->names, orig->names, sizeof v->names);
+            v->base = src->base;
+            v->label = orig->label;
+            memcpy(c->vname, n->vname, sizeof c->vname);
+            memcpy(c->vparts, n->vparts, sizeof c->vparts);
+            c->vn = n->vn;
+            c->vstart = n->vstart;
+            map[orig->id] = v;
+            continue;
+        }
+        gnode *c = g_new_node(g, n->op, n->nin, ins);
+        if (!c)
+            break;
+        c->opt = n->opt;
+        c->recompute = 1;
+        for (int o = 0; o < n->nout; o++) {
+            gval *orig = n->out[o];
+            gval *v = g_new_value(g, orig->dtype, orig->ndim, orig->dims, orig->names);
+            if (!v)
+                break;
+            g_add_out(c, v);
+            v->requires_grad = orig->requires_grad;
+            v->label = orig->label;
+            map[orig->id] = v;
+        }
+    }
+    size_t last_clone = g->n_nodes;
+    for (size_t i = 0; i < n_vals; i++)
+        if (map[i] && g->vals[i]->grad) {
+            map[i]->grad = g->vals[i]->grad;
+            g->vals[i]->grad = NULL;
+        }
+    free(map);
+    for (size_t i = last_clone; i-- > first_clone && !g->status;)
+        node_backward(g, g->nodes[i]);
+}
+
 bora_status g_autodiff(g_graph *g, gval *loss)
 {
     if (g->status)
@@ -264,12 +341,17 @@ bora_status g_autodiff(g_graph *g, gval *loss)
         return g_fail(g, "the loss does not depend on any parameter");
     loss->grad = g_fill(g, loss, 1.0);
     size_t n_forward = g->n_nodes;
+    size_t seg = g->recompute ? g->n_checkpoints : 0; /* segments between checkpoints */
     for (size_t i = n_forward; i-- > 0 && !g->status;) {
-        gnode *n = g->nodes[i];
-        if (n->op == G_VIEW)
-            view_backward(g, n);
-        else if (n->op != G_PARAM && n->op != G_INPUT)
-            op_backward(g, n);
+        /* The last node of a recomputed segment (checkpoint k-1, checkpoint k]. */
+        if (seg >= 2 && (size_t)g->checkpoints[seg - 1] == i) {
+            size_t lo = (size_t)g->checkpoints[seg - 2];
+            recompute_segment(g, lo, i);
+            seg--;
+            i = lo + 1; /* the loop continues at the boundary node itself */
+            continue;
+        }
+        node_backward(g, g->nodes[i]);
     }
     /* Each parameter's total into its persistent buffer: grad += dparam. */
     for (size_t i = 0; i < n_forward && !g->status; i++) {

@@ -1362,6 +1362,25 @@ static bora_tensor *api_concat(bora_graph *gp, const char *axis, int32_t n, bora
     return v;
 }
 
+static bora_tensor *api_checkpoint(bora_graph *gp, bora_tensor *x)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x);
+    int id = x->base->node ? x->base->node->id : -1;
+    if (x->node && x->node->id > id)
+        id = x->node->id;
+    if (g->n_checkpoints && g->checkpoints[g->n_checkpoints - 1] >= id)
+        return x; /* already a boundary, or one at a later node */
+    int *c = grow(g->checkpoints, &g->cap_checkpoints, g->n_checkpoints, sizeof *c);
+    if (!c) {
+        g_fail(g, "out of memory");
+        return NULL;
+    }
+    g->checkpoints = c;
+    g->checkpoints[g->n_checkpoints++] = id;
+    return x;
+}
+
 /* ---- introspection and the table --------------------------------------------------------- */
 
 static int32_t api_mode(bora_graph *gp)
@@ -1417,6 +1436,7 @@ const bora_graph_api g_api = {
     .cast = api_cast,
     .contiguous = api_contiguous,
     .concat = api_concat,
+    .checkpoint = api_checkpoint,
     .ndim = api_ndim,
     .axis = api_axis,
     .dtype = api_dtype,
@@ -1447,6 +1467,7 @@ void g_graph_free(g_graph *g)
     free(g->nodes);
     free(g->vals);
     free(g->inputs);
+    free(g->checkpoints);
     free(g);
 }
 

@@ -120,7 +120,10 @@ typedef struct g_graph {
     size_t n_vals, cap_vals;
     g_input *inputs;
     size_t n_inputs, cap_inputs;
-    gval *output; /* the loss (train) or logits */
+    gval *output;     /* the loss (train) or logits */
+    int recompute;    /* recompute between checkpoints in the backward pass */
+    int *checkpoints; /* node ids producing checkpointed values, ascending */
+    size_t n_checkpoints, cap_checkpoints;
     bora_status status;
     char error[1024];
     int finalized;

@@ -290,6 +290,11 @@ struct bora_graph_api {
     int32_t (*ndim)(const bora_tensor *t);
     bora_axis (*axis)(const bora_tensor *t, int32_t i);
     int32_t (*dtype)(const bora_tensor *t);
+
+    /* Mark x as a block boundary for recomputation (gradient checkpointing): when the host's
+     * policy turns it on, the forward nodes between two boundaries are recomputed during the
+     * backward pass instead of kept, with bitwise the same results. Returns x. */
+    bora_tensor *(*checkpoint)(bora_graph *g, bora_tensor *x);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 3,
+_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 4,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)
@@ -117,7 +117,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_attention_opts, key_axis) == 32, "bora_attention_opts.key_axis");
     _Static_assert(offsetof(bora_attention_opts, head_dim_axis) == 40,
                    "bora_attention_opts.head_dim_axis");
-    _Static_assert(sizeof(bora_graph_api) == 232, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 240, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -148,6 +148,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, ndim) == 208, "bora_graph_api.ndim");
     _Static_assert(offsetof(bora_graph_api, axis) == 216, "bora_graph_api.axis");
     _Static_assert(offsetof(bora_graph_api, dtype) == 224, "bora_graph_api.dtype");
+    _Static_assert(offsetof(bora_graph_api, checkpoint) == 232, "bora_graph_api.checkpoint");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");

@@ -61,6 +61,7 @@ static inline bora_tensor *tiny_gpt_build(bora_graph *g, const tiny_gpt *m, int 
     bora_tensor *wpe = tg_param(g, m, "transformer.wpe.weight", 2, wpe_a, bora_init_normal(0.1));
     bora_tensor *x = bora_add(g, A->embedding(g, wte, ids, "vocab"), wpe);
     for (int l = 0; l < m->layers; l++) {
+        x = A->checkpoint(g, x); /* block boundaries, for recomputation */
         char p[64];
         snprintf(p, sizeof p, "transformer.h.%d.ln_1", l);
         bora_tensor *h = tg_ln(g, m, p, x);
@@ -88,6 +89,7 @@ static inline bora_tensor *tiny_gpt_build(bora_graph *g, const tiny_gpt *m, int 
         h = tg_linear(g, m, p, h, "mlp", m->mlp, "embed_out", m->embed, 0);
         x = bora_add(g, x, bora_rename(g, h, "embed_out", "embed"));
     }
+    x = A->checkpoint(g, x);
     x = tg_ln(g, m, "transformer.ln_f", x);
     const char *e[] = {"embed"};
     bora_tensor *logits = bora_dot(g, x, wte, 1, e); /* tied head: (batch, position, vocab) */
