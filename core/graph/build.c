@@ -972,6 +972,50 @@ static bora_tensor *api_dot(bora_graph *gp, bora_tensor *a, bora_tensor *b, int3
     return c;
 }
 
+/* ---- decompositions: fused ops as primitives, for backends without the fused kernel ---------- */
+
+static int backend_has(g_graph *g, int op, int n, const int32_t *dtypes)
+{
+    return g->store->ops->kernel(g->store->backend, (uint32_t)op, dtypes, (uint32_t)n) != NULL;
+}
+
+/* Reduce x over one axis with op (SUM or MAX), seen again with x's axes (broadcast back). */
+static gval *reduce_back(g_graph *g, int op, gval *x, const char *axis)
+{
+    gval *r = g_reduce_last(g, op, x, 1, &axis);
+    return r ? g_align_to(g, r, x) : NULL;
+}
+
+static gval *layernorm_decomposed(g_graph *g, gval *x, gval *gamma, gval *beta, const char *axis,
+                                  double eps)
+{
+    double inv_n = 1.0 / (double)x->dims[g_axis_index(x, axis)];
+    gval *mean = reduce_back(g, BORA_OP_SUM, x, axis);
+    mean = mean ? g_api.scale(&g->pub, mean, inv_n) : NULL;
+    gval *xc = mean ? g_binary(g, BORA_OP_SUB, x, mean) : NULL;
+    gval *var = xc ? reduce_back(g, BORA_OP_SUM, g_binary(g, BORA_OP_MUL, xc, xc), axis) : NULL;
+    var = var ? g_api.scale(&g->pub, var, inv_n) : NULL;
+    gval *eps_t = var ? g_fill(g, var, eps) : NULL;
+    gval *rstd =
+        eps_t ? g_api.unary(&g->pub, BORA_OP_RSQRT, g_binary(g, BORA_OP_ADD, var, eps_t)) : NULL;
+    gval *y = rstd ? g_binary(g, BORA_OP_MUL, xc, rstd) : NULL;
+    y = y ? g_binary(g, BORA_OP_MUL, y, g_align_to(g, gamma, x)) : NULL;
+    return y ? g_binary(g, BORA_OP_ADD, y, g_align_to(g, beta, x)) : NULL;
+}
+
+static gval *softmax_decomposed(g_graph *g, int op, gval *x, const char *axis)
+{
+    gval *m = reduce_back(g, BORA_OP_MAX, x, axis);
+    gval *shifted = m ? g_binary(g, BORA_OP_SUB, x, m) : NULL;
+    gval *e = shifted ? g_api.unary(&g->pub, BORA_OP_EXP, shifted) : NULL;
+    gval *s = e ? reduce_back(g, BORA_OP_SUM, e, axis) : NULL;
+    if (!s)
+        return NULL;
+    if (op == BORA_OP_SOFTMAX)
+        return g_binary(g, BORA_OP_DIV, e, s);
+    return g_binary(g, BORA_OP_SUB, shifted, g_api.unary(&g->pub, BORA_OP_LOG, s));
+}
+
 /* ---- normalisation, softmax, losses ------------------------------------------------------- */
 
 /* x with axis moved last; the other axes keep their order. */
@@ -1007,6 +1051,12 @@ static bora_tensor *api_layernorm(bora_graph *gp, bora_tensor *x, bora_tensor *g
                    axis, dx);
             return NULL;
         }
+    int32_t fused_types[8];
+    for (int k = 0; k < 8; k++)
+        fused_types[k] = x->dtype;
+    if (!backend_has(g, BORA_OP_LAYERNORM, 6, fused_types) ||
+        !backend_has(g, BORA_OP_LAYERNORM_GRAD, 8, fused_types))
+        return layernorm_decomposed(g, x, gamma, beta, g_intern(axis), eps);
     gval *xl = axis_last(g, x, axis);
     gval *ins[3] = {xl, gamma, beta};
     gval *y =
@@ -1034,6 +1084,9 @@ static gval *softmax_like(g_graph *g, int op, gval *x, const char *axis)
         g_fail(g, "%s: %s has no axis '%s'", g_op_name(op), d, axis);
         return NULL;
     }
+    int32_t types[2] = {x->dtype, x->dtype};
+    if (!backend_has(g, op, 2, types))
+        return softmax_decomposed(g, op, x, g_intern(axis));
     gval *xl = axis_last(g, x, axis);
     gval *y = xl ? g_op1(g, op, 1, &xl, x->dtype, xl->ndim, xl->dims, xl->names) : NULL;
     return y ? g_permute(g, y, x->ndim, x->names) : NULL;
