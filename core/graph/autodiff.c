@@ -215,13 +215,10 @@ static void op_backward(g_graph *g, gnode *n)
         break;
     }
     case BORA_OP_ATTENTION: {
-        gval *ins[8] = {n->in[0], n->in[1], n->in[2], y, n->out[1], in_order(g, dy, y)};
+        gval *ins[G_MAX_IN] = {n->in[0], n->in[1], n->in[2], y, n->out[1], in_order(g, dy, y)};
         int nin = 6;
-        if (n->nin == 5) {
-            ins[6] = n->in[3];
-            ins[7] = n->in[4];
-            nin = 8;
-        }
+        for (int k = 3; k < n->nin; k++) /* segment ids, key length */
+            ins[nin++] = n->in[k];
         const gval *like[3] = {n->in[0], n->in[1], n->in[2]};
         gnode *gn = ins[5] ? multi(g, BORA_OP_ATTENTION_GRAD, nin, ins, 3, like) : NULL;
         if (!gn)

@@ -1269,6 +1269,16 @@ static bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k
         return NULL;
     }
     gval *seg = opts ? opts->segment_ids : NULL;
+    gval *klen = opts && opts->struct_size >=
+                             offsetof(bora_attention_opts, key_length) + sizeof(opts->key_length)
+                     ? opts->key_length
+                     : NULL;
+    if (klen && (klen->ndim != 0 || klen->dtype != BORA_DTYPE_I32)) {
+        char dl[256];
+        g_describe(klen, dl, sizeof dl);
+        g_fail(g, "attention: key_length %s must be a 0-d i32 extent", dl);
+        return NULL;
+    }
     /* Group batch axes: B = those the segment ids have (the documents' batch), H = the rest. */
     const char *gb[BORA_MAX_DIMS], *gh[BORA_MAX_DIMS];
     int nbb = 0, nh = 0;
@@ -1332,7 +1342,7 @@ static bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k
             return NULL;
         four[t] = x;
     }
-    gval *ins[5] = {four[0], four[1], four[2], NULL, NULL};
+    gval *ins[6] = {four[0], four[1], four[2], NULL, NULL, NULL};
     int nin = 3;
     if (seg) {
         const char *o[BORA_MAX_DIMS];
@@ -1351,13 +1361,15 @@ static bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k
         ins[4] = sk;
         nin = 5;
     }
+    if (klen)
+        ins[nin++] = klen;
     gval *o4 = g_op1(g, BORA_OP_ATTENTION, nin, ins, q->dtype, 4, four[0]->dims, four[0]->names);
     if (!o4)
         return NULL;
     gnode *n = o4->node;
     double scale = opts && opts->scale ? opts->scale : 1.0 / sqrt((double)four[0]->dims[3]);
     n->opt.attn = (bora_opt_attention){sizeof(bora_opt_attention), opts ? opts->causal : 0, scale,
-                                       seg != NULL, 0};
+                                       seg != NULL, klen != NULL};
     gval *lse = g_new_value(g, q->dtype, 3, four[0]->dims, four[0]->names);
     if (!lse)
         return NULL;
@@ -1412,6 +1424,20 @@ static bora_tensor *api_concat(bora_graph *gp, const char *axis, int32_t n, bora
     gval *v = g_op1(g, BORA_OP_CONCAT, n, ins, xs[0]->dtype, xs[0]->ndim, dims, xs[0]->names);
     if (v)
         v->node->opt.pad = (bora_opt_pad){sizeof(bora_opt_pad), ax, 0};
+    return v;
+}
+
+static bora_tensor *api_extent(bora_graph *gp, const char *name, int64_t max)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, name);
+    if (max < 0 || max > INT32_MAX) {
+        g_fail(g, "extent '%s': maximum %lld is outside 0..2^31-1", name, (long long)max);
+        return NULL;
+    }
+    gval *v = api_input(gp, name, BORA_DTYPE_I32, 0, NULL);
+    if (v)
+        v->extent_max = max;
     return v;
 }
 
@@ -1490,6 +1516,7 @@ const bora_graph_api g_api = {
     .contiguous = api_contiguous,
     .concat = api_concat,
     .checkpoint = api_checkpoint,
+    .extent = api_extent,
     .ndim = api_ndim,
     .axis = api_axis,
     .dtype = api_dtype,

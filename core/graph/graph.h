@@ -47,7 +47,8 @@ struct bora_tensor {
     int storage;                      /* S_*, for bases */
     int slot;                         /* store slot (params, grads), input index */
     int requires_grad;
-    gval *grad; /* during autodiff: the gradient accumulated so far */
+    int64_t extent_max; /* a runtime extent: the largest value an input may hold (else 0) */
+    gval *grad;         /* during autodiff: the gradient accumulated so far */
     /* plan */
     int64_t arena_offset; /* bytes */
     int first_use, last_use;

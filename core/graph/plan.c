@@ -174,6 +174,13 @@ bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t n
                                   in->nbytes, nbytes);
         if (!in->buf)
             return bora_error_set(BORA_ERR_INVALID, "graph is not finalized");
+        if (in->value->extent_max) {
+            int32_t e;
+            memcpy(&e, data, sizeof e);
+            if (e < 0 || e > in->value->extent_max)
+                return bora_error_set(BORA_ERR_INVALID, "extent '%s' is %d, outside 0..%lld", name,
+                                      e, (long long)in->value->extent_max);
+        }
         return g->store->ops->copy_in(g->store->backend, in->buf, 0, data, nbytes);
     }
     return bora_error_set(BORA_ERR_NOT_FOUND, "the graph has no input '%s'", name);

@@ -187,10 +187,10 @@ typedef struct bora_opt_xent {
 
 typedef struct bora_opt_attention {
     uint32_t struct_size;
-    int32_t causal;   /* position t sees keys s <= t */
-    double scale;     /* applied to q·k, usually 1/sqrt(head_dim) */
-    int32_t segments; /* 1 when segment ids are given: attend only within a document */
-    int32_t reserved;
+    int32_t causal;     /* query t (at position L - T + t) sees keys s <= L - T + t */
+    double scale;       /* applied to q·k, usually 1/sqrt(head_dim) */
+    int32_t segments;   /* 1 when segment ids are given: attend only within a document */
+    int32_t key_length; /* 1 when the last input is a 0-d i32 runtime key length L (else L = S) */
 } bora_opt_attention;
 
 typedef struct bora_opt_pad {
@@ -222,6 +222,8 @@ typedef struct bora_attention_opts {
     const char *query_axis;    /* the queries' position axis */
     const char *key_axis;      /* the keys' position axis (rename queries' to make it) */
     const char *head_dim_axis; /* contracted between q and k */
+    bora_tensor *key_length;   /* NULL, or a runtime extent (bora_extent): keys at and past it
+                                  are not attended, and queries are its last positions */
 } bora_attention_opts;
 
 /* The builder's functions; reached through every graph, so call sites read bora_add(g, a, b). */
@@ -295,6 +297,11 @@ struct bora_graph_api {
      * policy turns it on, the forward nodes between two boundaries are recomputed during the
      * backward pass instead of kept, with bitwise the same results. Returns x. */
     bora_tensor *(*checkpoint)(bora_graph *g, bora_tensor *x);
+
+    /* A runtime extent: a 0-d i32 input, filled each execution like any input, holding a length
+     * within [0, max] of an axis whose static size is max (a decode position, the valid rows of
+     * a last batch). Ops that take one read it at run time; shapes never change. */
+    bora_tensor *(*extent)(bora_graph *g, const char *name, int64_t max);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

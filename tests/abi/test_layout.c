@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 4,
+_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 5,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)
@@ -92,7 +92,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_opt_attention, causal) == 4, "bora_opt_attention.causal");
     _Static_assert(offsetof(bora_opt_attention, scale) == 8, "bora_opt_attention.scale");
     _Static_assert(offsetof(bora_opt_attention, segments) == 16, "bora_opt_attention.segments");
-    _Static_assert(offsetof(bora_opt_attention, reserved) == 20, "bora_opt_attention.reserved");
+    _Static_assert(offsetof(bora_opt_attention, key_length) == 20, "bora_opt_attention.key_length");
     _Static_assert(sizeof(bora_opt_pad) == 16, "size of bora_opt_pad");
     _Static_assert(offsetof(bora_opt_pad, struct_size) == 0, "bora_opt_pad.struct_size");
     _Static_assert(offsetof(bora_opt_pad, axis) == 4, "bora_opt_pad.axis");
@@ -105,7 +105,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_xent_opts, struct_size) == 0, "bora_xent_opts.struct_size");
     _Static_assert(offsetof(bora_xent_opts, ignore_index) == 4, "bora_xent_opts.ignore_index");
     _Static_assert(offsetof(bora_xent_opts, z_loss) == 8, "bora_xent_opts.z_loss");
-    _Static_assert(sizeof(bora_attention_opts) == 48, "size of bora_attention_opts");
+    _Static_assert(sizeof(bora_attention_opts) == 56, "size of bora_attention_opts");
     _Static_assert(offsetof(bora_attention_opts, struct_size) == 0,
                    "bora_attention_opts.struct_size");
     _Static_assert(offsetof(bora_attention_opts, causal) == 4, "bora_attention_opts.causal");
@@ -117,7 +117,9 @@ static void layout(void)
     _Static_assert(offsetof(bora_attention_opts, key_axis) == 32, "bora_attention_opts.key_axis");
     _Static_assert(offsetof(bora_attention_opts, head_dim_axis) == 40,
                    "bora_attention_opts.head_dim_axis");
-    _Static_assert(sizeof(bora_graph_api) == 240, "size of bora_graph_api");
+    _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
+                   "bora_attention_opts.key_length");
+    _Static_assert(sizeof(bora_graph_api) == 248, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -149,6 +151,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, axis) == 216, "bora_graph_api.axis");
     _Static_assert(offsetof(bora_graph_api, dtype) == 224, "bora_graph_api.dtype");
     _Static_assert(offsetof(bora_graph_api, checkpoint) == 232, "bora_graph_api.checkpoint");
+    _Static_assert(offsetof(bora_graph_api, extent) == 240, "bora_graph_api.extent");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");

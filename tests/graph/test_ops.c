@@ -310,20 +310,71 @@ static void r_embedding(rig *r, int v, double *out)
 
 /* attention: q (batch, heads, position, head_dim), causal; variant 1 with segment ids;
  * variant 2 not causal. */
+/* variant 3: decoding over a cache — 2 queries, 5 key slots of which a runtime extent says 4
+ * are filled; the queries sit at positions 2 and 3. */
+static bora_tensor *b_attention_decode(bora_graph *g, int dt)
+{
+    bora_axis qa[4] = {AX("batch", 2), AX("heads", 2), AX("position", 2), AX("head_dim", 3)};
+    bora_axis ka[4] = {AX("batch", 2), AX("heads", 2), AX("key_position", 5), AX("head_dim", 3)};
+    bora_tensor *q = P(g, "a", dt, 4, qa), *k = P(g, "b", dt, 4, ka), *vv = P(g, "c", dt, 4, ka);
+    bora_attention_opts o = {
+        .struct_size = sizeof o, .causal = 1, .key_length = g->api->extent(g, "klen", 5)};
+    return g->api->attention(g, q, k, vv, &o);
+}
+
 static bora_tensor *b_attention(bora_graph *g, int dt, int v)
 {
+    if (v == 3)
+        return b_attention_decode(g, dt);
     bora_axis qa[4] = {AX("batch", 2), AX("heads", 2), AX("position", 4), AX("head_dim", 3)};
     bora_axis ka[4] = {AX("batch", 2), AX("heads", 2), AX("key_position", 4), AX("head_dim", 3)};
     bora_tensor *q = P(g, "a", dt, 4, qa), *k = P(g, "b", dt, 4, ka), *vv = P(g, "c", dt, 4, ka);
-    bora_attention_opts o = {sizeof o, v != 2, 0, NULL, NULL, NULL, NULL};
+    bora_attention_opts o = {.struct_size = sizeof o, .causal = v != 2};
     if (v == 1) {
         bora_axis sa[2] = {AX("batch", 2), AX("position", 4)};
         o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);
     }
     return g->api->attention(g, q, k, vv, &o);
 }
+static void r_attention_decode(rig *r, double *out)
+{
+    double *q = vals(r, "a"), *k = vals(r, "b"), *vv = vals(r, "c");
+    for (int b = 0; b < 2; b++)
+        for (int h = 0; h < 2; h++)
+            for (int t = 0; t < 2; t++) {
+                double s[5], m = -INFINITY, z = 0;
+                for (int j = 0; j < 5; j++) {
+                    s[j] = -INFINITY;
+                    if (j >= 4 || j > 2 + t)
+                        continue;
+                    double d = 0;
+                    for (int e = 0; e < 3; e++)
+                        d +=
+                            q[(((b * 2 + h) * 2 + t) * 3) + e] * k[(((b * 2 + h) * 5 + j) * 3) + e];
+                    s[j] = d / sqrt(3.0);
+                    m = fmax(m, s[j]);
+                }
+                for (int j = 0; j < 5; j++)
+                    z += s[j] == -INFINITY ? 0 : exp(s[j] - m);
+                for (int e = 0; e < 3; e++) {
+                    double acc = 0;
+                    for (int j = 0; j < 5; j++)
+                        if (s[j] != -INFINITY)
+                            acc += exp(s[j] - m) / z * vv[(((b * 2 + h) * 5 + j) * 3) + e];
+                    out[((b * 2 + h) * 2 + t) * 3 + e] = acc;
+                }
+            }
+    free(q);
+    free(k);
+    free(vv);
+}
+
 static void r_attention(rig *r, int v, double *out)
 {
+    if (v == 3) {
+        r_attention_decode(r, out);
+        return;
+    }
     double *q = vals(r, "a"), *k = vals(r, "b"), *vv = vals(r, "c");
 #define I4(b, h, t, e) ((((b)*2 + (h)) * 4 + (t)) * 3 + (e))
     for (int b = 0; b < 2; b++)
@@ -421,7 +472,7 @@ static const ocase cases[] = {
     {"softmax", b_softmax, r_softmax, 2, 0},
     {"cross_entropy", b_xent, r_xent, 2, 0},
     {"embedding", b_embedding, r_embedding, 1, 0},
-    {"attention", b_attention, r_attention, 3, 0},
+    {"attention", b_attention, r_attention, 4, 0},
     {"layout", b_layout, r_layout, 4, 1e-2}, /* variant 3 passes through f32: looser */
 };
 
@@ -432,6 +483,8 @@ static void fill_int_inputs(g_graph *g)
     g_set_input(g, "targets", targets6, sizeof targets6);
     g_set_input(g, "ids", ids6, sizeof ids6);
     g_set_input(g, "seg", seg8, sizeof seg8);
+    int32_t klen = 4;
+    g_set_input(g, "klen", &klen, sizeof klen);
 }
 
 static void check_forward(const ocase *c, int v, int dt)
@@ -450,6 +503,11 @@ static void check_forward(const ocase *c, int v, int dt)
     }
     fill_int_inputs(g);
     CHECK(g_run(g) == BORA_OK);
+    if (c->build == b_attention && v == 3) { /* an extent past its maximum is refused */
+        int32_t too_long = 6;
+        CHECK(g_set_input(g, "klen", &too_long, sizeof too_long) == BORA_ERR_INVALID);
+        CHECK_CONTAINS(bora_error_get(), "extent 'klen' is 6, outside 0..5");
+    }
     int64_t n = g_numel(out);
     double *want = calloc((size_t)n, sizeof *want), *got = calloc((size_t)n, sizeof *got);
     void *raw = malloc((size_t)n * bora_dtype_size(dt));

@@ -74,7 +74,7 @@ static inline bora_tensor *tiny_gpt_build(bora_graph *g, const tiny_gpt *m, int 
             qkv_t[i] = A->split(g, A->slice(g, qkv, "three", i, 1), "three", 0, NULL);
         bora_tensor *k = bora_rename(g, qkv_t[1], "position", "key_position");
         bora_tensor *v = bora_rename(g, qkv_t[2], "position", "key_position");
-        bora_attention_opts ao = {sizeof ao, 1, 0, NULL, NULL, NULL, NULL};
+        bora_attention_opts ao = {.struct_size = sizeof ao, .causal = 1};
         bora_tensor *att = A->attention(g, qkv_t[0], k, v, &ao);
         const char *hh[] = {"heads", "head_dim"};
         att = A->merge(g, att, 2, hh, "embed_in");

@@ -223,8 +223,10 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
         int int_ok =
             (op == BORA_OP_XENT || op == BORA_OP_XENT_GRAD || op == BORA_OP_GATHER) && i == 1;
         int_ok |= op == BORA_OP_SCATTER_ADD && i == 0;
-        int_ok |= op == BORA_OP_ATTENTION && i >= 3 && i <= 4 && n == 7;
-        int_ok |= op == BORA_OP_ATTENTION_GRAD && i >= 6 && i <= 7 && n == 11;
+        /* attention: 3 (grad: 6) float inputs, then i32 segment ids and key length, then
+         * 2 (grad: 3) float outputs */
+        int_ok |= op == BORA_OP_ATTENTION && i >= 3 && i < n - 2;
+        int_ok |= op == BORA_OP_ATTENTION_GRAD && i >= 6 && i < n - 3;
         if (int_ok ? dt[i] != BORA_DTYPE_I32 : dt[i] != ft)
             return NULL;
     }

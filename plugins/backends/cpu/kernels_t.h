@@ -404,13 +404,31 @@ static bora_status K(scatter_add)(bora_backend *b, const bora_kernel_args *a)
     ((b_) * (d)->strides[0] + (h_) * (d)->strides[1] + (t_) * (d)->strides[2] + \
      (e_) * (d)->strides[3])
 
-static int K(allowed)(const bora_kernel_args *a, int64_t bi, int64_t t, int64_t s)
+/* Where the optional inputs sit: segment ids, then the runtime key length. */
+static int K(attn_extra)(const bora_kernel_args *a)
+{
+    return a->op == BORA_OP_ATTENTION ? 3 : 6;
+}
+
+/* The runtime key length L (S when there is none), within 0..S. */
+static int64_t K(key_length)(const bora_kernel_args *a, int64_t S)
 {
     const bora_opt_attention *opt = a->options;
-    if (opt->causal && s > t)
+    if (!opt->key_length)
+        return S;
+    const bora_tensor_desc *l = &a->inputs[K(attn_extra)(a) + (opt->segments ? 2 : 0)];
+    int64_t L = *(const int32_t *)l->data;
+    return L < 0 ? 0 : L > S ? S : L;
+}
+
+static int K(allowed)(const bora_kernel_args *a, int64_t bi, int64_t t, int64_t s, int64_t L,
+                      int64_t Tq)
+{
+    const bora_opt_attention *opt = a->options;
+    if (s >= L || (opt->causal && s > L - Tq + t))
         return 0;
     if (opt->segments) {
-        const bora_tensor_desc *sq = &a->inputs[a->n_inputs - 2], *sk = &a->inputs[a->n_inputs - 1];
+        const bora_tensor_desc *sq = &a->inputs[K(attn_extra)(a)], *sk = sq + 1;
         int32_t qs = ((const int32_t *)sq->data)[bi * sq->strides[0] + t * sq->strides[1]];
         int32_t ks = ((const int32_t *)sk->data)[bi * sk->strides[0] + s * sk->strides[1]];
         return qs == ks;
@@ -425,6 +443,7 @@ static bora_status K(attention)(bora_backend *bk, const bora_kernel_args *a)
     const bora_tensor_desc *o = &a->outputs[0], *l = &a->outputs[1];
     const bora_opt_attention *opt = a->options;
     int64_t B = q->dims[0], H = q->dims[1], Tq = q->dims[2], E = q->dims[3], S = k->dims[2];
+    int64_t L = K(key_length)(a, S);
 #pragma omp parallel for schedule(static)
     for (int64_t bht = 0; bht < B * H * Tq; bht++) {
         int64_t bi = bht / (H * Tq), h = (bht / Tq) % H, t = bht % Tq;
@@ -432,7 +451,7 @@ static bora_status K(attention)(bora_backend *bk, const bora_kernel_args *a)
         double m = -INFINITY, sum = 0;
         for (int64_t s = 0; s < S; s++) {
             p[s] = -INFINITY;
-            if (!K(allowed)(a, bi, t, s))
+            if (!K(allowed)(a, bi, t, s, L, Tq))
                 continue;
             double dot = 0;
             for (int64_t e = 0; e < E; e++)
@@ -443,7 +462,7 @@ static bora_status K(attention)(bora_backend *bk, const bora_kernel_args *a)
         }
         for (int64_t s = 0; s < S; s++)
             sum += p[s] == -INFINITY ? 0 : exp(p[s] - m);
-        double lse = m + log(sum);
+        double lse = sum > 0 ? m + log(sum) : -INFINITY; /* no key visible: output 0 */
         ((T *)l->data)[bi * l->strides[0] + h * l->strides[1] + t * l->strides[2]] = (T)lse;
         for (int64_t e = 0; e < E; e++) {
             double acc = 0;
@@ -466,6 +485,7 @@ static bora_status K(attention_grad)(bora_backend *bk, const bora_kernel_args *a
     const bora_tensor_desc *dq = &a->outputs[0], *dk = &a->outputs[1], *dv = &a->outputs[2];
     const bora_opt_attention *opt = a->options;
     int64_t B = q->dims[0], H = q->dims[1], Tq = q->dims[2], E = q->dims[3], S = k->dims[2];
+    int64_t L = K(key_length)(a, S);
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < B * H; bh++) {
         int64_t bi = bh / H, h = bh % H;
@@ -479,8 +499,8 @@ static bora_status K(attention_grad)(bora_backend *bk, const bora_kernel_args *a
             for (int64_t e = 0; e < E; e++)
                 Dt += (double)((const T *)dout->data)[AT(dout, bi, h, t, e)] *
                       (double)((const T *)o->data)[AT(o, bi, h, t, e)];
-            for (int64_t s = 0; s < S; s++) {
-                if (!K(allowed)(a, bi, t, s))
+            for (int64_t s = 0; s < S && lse > -INFINITY; s++) {
+                if (!K(allowed)(a, bi, t, s, L, Tq))
                     continue;
                 double dot = 0, dp = 0;
                 for (int64_t e = 0; e < E; e++) {
