@@ -327,6 +327,19 @@ static void write_scalar(const bora_config *n, FILE *out)
         fputs(n->text, out);
 }
 
+/* " value\n" for a scalar or an empty map or list, on the line of its key or dash. */
+static void write_inline(const bora_config *v, FILE *out)
+{
+    fputc(' ', out);
+    if (v->kind == BORA_NODE_MAP)
+        fputs("{}", out);
+    else if (v->kind == BORA_NODE_LIST)
+        fputs("[]", out);
+    else
+        write_scalar(v, out);
+    fputc('\n', out);
+}
+
 static void write_yaml(const bora_config *n, int indent, FILE *out)
 {
     if (n->kind == BORA_NODE_MAP) {
@@ -337,14 +350,7 @@ static void write_yaml(const bora_config *n, int indent, FILE *out)
                 fputc('\n', out);
                 write_yaml(v, indent + 2, out);
             } else {
-                fputc(' ', out);
-                if (v->kind == BORA_NODE_MAP)
-                    fputs("{}", out);
-                else if (v->kind == BORA_NODE_LIST)
-                    fputs("[]", out);
-                else
-                    write_scalar(v, out);
-                fputc('\n', out);
+                write_inline(v, out);
             }
         }
     } else if (n->kind == BORA_NODE_LIST) {
@@ -367,14 +373,7 @@ static void write_yaml(const bora_config *n, int indent, FILE *out)
                 fputc('\n', out);
                 write_yaml(v, indent + 2, out);
             } else {
-                fputc(' ', out);
-                if (v->kind == BORA_NODE_MAP)
-                    fputs("{}", out);
-                else if (v->kind == BORA_NODE_LIST)
-                    fputs("[]", out);
-                else
-                    write_scalar(v, out);
-                fputc('\n', out);
+                write_inline(v, out);
             }
         }
     } else {
