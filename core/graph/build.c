@@ -1016,6 +1016,30 @@ static gval *softmax_decomposed(g_graph *g, int op, gval *x, const char *axis)
     return g_binary(g, BORA_OP_SUB, shifted, g_api.unary(&g->pub, BORA_OP_LOG, s));
 }
 
+/* Σ over rows of -log softmax(logits)[target] (+ z·lse²), from (R, V) logits and (R) targets:
+ * the targets' one-hot rows pick the log-probabilities, and an ignored target (outside the
+ * vocabulary) has a zero row, so it counts nothing. */
+static gval *xent_decomposed(g_graph *g, gval *l2, gval *t1, double z_loss)
+{
+    const char *vocab = l2->names[1];
+    gval *onehot = g_op1(g, BORA_OP_ONE_HOT, 1, &t1, l2->dtype, 2, l2->dims, l2->names);
+    gval *lsm = onehot ? g_api.log_softmax(&g->pub, l2, vocab) : NULL;
+    gval *picked = lsm ? g_binary(g, BORA_OP_MUL, lsm, onehot) : NULL;
+    gval *loss =
+        picked ? g_api.scale(&g->pub, g_reduce_last(g, BORA_OP_SUM, picked, 2, l2->names), -1.0)
+               : NULL;
+    if (!loss || z_loss == 0)
+        return loss;
+    /* lse = logits - log-probabilities, read at any one class */
+    gval *lse = g_binary(g, BORA_OP_SUB, g_api.slice(&g->pub, l2, vocab, 0, 1),
+                         g_api.slice(&g->pub, lsm, vocab, 0, 1));
+    lse = lse ? g_reduce_last(g, BORA_OP_SUM, lse, 1, &vocab) : NULL;
+    gval *mask = lse ? g_reduce_last(g, BORA_OP_SUM, onehot, 1, &vocab) : NULL;
+    gval *z = mask ? g_binary(g, BORA_OP_MUL, mask, g_binary(g, BORA_OP_MUL, lse, lse)) : NULL;
+    z = z ? g_api.scale(&g->pub, g_reduce_last(g, BORA_OP_SUM, z, 1, z->names), z_loss) : NULL;
+    return z ? g_binary(g, BORA_OP_ADD, loss, z) : NULL;
+}
+
 /* ---- normalisation, softmax, losses ------------------------------------------------------- */
 
 /* x with axis moved last; the other axes keep their order. */
@@ -1155,6 +1179,9 @@ static bora_tensor *api_cross_entropy(bora_graph *gp, bora_tensor *logits, bora_
     t1 = l2 ? flatten(g, targets, "__rows") : NULL;
     if (!t1)
         return NULL;
+    int32_t xt[5] = {logits->dtype, BORA_DTYPE_I32, logits->dtype, logits->dtype, logits->dtype};
+    if (!backend_has(g, BORA_OP_XENT, 4, xt) || !backend_has(g, BORA_OP_XENT_GRAD, 5, xt))
+        return xent_decomposed(g, l2, t1, opts ? opts->z_loss : 0.0);
     gval *ins[2] = {l2, t1};
     gval *loss = g_op1(g, BORA_OP_XENT, 2, ins, logits->dtype, 0, NULL, NULL);
     if (!loss)
@@ -1216,6 +1243,28 @@ static bora_tensor *api_embedding(bora_graph *gp, bora_tensor *table, bora_tenso
     for (int i = 0; i < ids->ndim; i++)
         parts[i] = (bora_axis){ids->names[i], ids->dims[i]};
     return out ? api_split(gp, out, "__rows", ids->ndim, parts) : NULL;
+}
+
+/* softmax(q·kᵀ·scale + bias) v on (B, H, T, E) views, bias 0 or -inf from the masks. */
+static gval *attention_decomposed(g_graph *g, gval *const four[3], gval *const *extra, int n_extra,
+                                  const bora_opt_attention *opt)
+{
+    gval *q = four[0], *k = four[1], *v = four[2];
+    const char *ha = q->names[3], *ka = k->names[2];
+    gval *scores = g_api.dot(&g->pub, q, k, 1, &ha, NULL); /* (B, H, T, S) */
+    scores = scores ? g_api.scale(&g->pub, scores, opt->scale) : NULL;
+    if (!scores)
+        return NULL;
+    int64_t dims[3] = {q->dims[0], q->dims[2], k->dims[2]};
+    const char *names[3] = {q->names[0], q->names[2], ka};
+    gval *bias = g_op1(g, BORA_OP_ATTENTION_BIAS, n_extra, extra, q->dtype, 3, dims, names);
+    if (!bias)
+        return NULL;
+    bias->node->opt.attn = *opt;
+    gval *p = g_binary(g, BORA_OP_ADD, scores, g_align_to(g, bias, scores));
+    p = p ? g_api.softmax(&g->pub, p, ka) : NULL;
+    gval *o = p ? g_api.dot(&g->pub, p, v, 1, &ka, NULL) : NULL; /* (B, H, T, E) */
+    return o ? g_permute(g, o, 4, q->names) : NULL;
 }
 
 static bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_tensor *v,
@@ -1363,18 +1412,32 @@ static bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k
     }
     if (klen)
         ins[nin++] = klen;
-    gval *o4 = g_op1(g, BORA_OP_ATTENTION, nin, ins, q->dtype, 4, four[0]->dims, four[0]->names);
-    if (!o4)
-        return NULL;
-    gnode *n = o4->node;
     double scale = opts && opts->scale ? opts->scale : 1.0 / sqrt((double)four[0]->dims[3]);
-    n->opt.attn = (bora_opt_attention){sizeof(bora_opt_attention), opts ? opts->causal : 0, scale,
-                                       seg != NULL, klen != NULL};
-    gval *lse = g_new_value(g, q->dtype, 3, four[0]->dims, four[0]->names);
-    if (!lse)
-        return NULL;
-    g_add_out(n, lse);
-    lse->requires_grad = 0;
+    bora_opt_attention aopt = {sizeof(bora_opt_attention), opts ? opts->causal : 0, scale,
+                               seg != NULL, klen != NULL};
+    int32_t at[11];
+    for (int i = 0; i < 11; i++)
+        at[i] = i < 3 || i >= nin ? q->dtype : BORA_DTYPE_I32;
+    int32_t gt[11];
+    for (int i = 0; i < 11; i++)
+        gt[i] = i < 6 || i >= nin + 3 ? q->dtype : BORA_DTYPE_I32;
+    gval *o4;
+    if (backend_has(g, BORA_OP_ATTENTION, nin + 2, at) &&
+        backend_has(g, BORA_OP_ATTENTION_GRAD, nin + 6, gt)) {
+        o4 = g_op1(g, BORA_OP_ATTENTION, nin, ins, q->dtype, 4, four[0]->dims, four[0]->names);
+        if (!o4)
+            return NULL;
+        o4->node->opt.attn = aopt;
+        gval *lse = g_new_value(g, q->dtype, 3, four[0]->dims, four[0]->names);
+        if (!lse)
+            return NULL;
+        g_add_out(o4->node, lse);
+        lse->requires_grad = 0;
+    } else {
+        o4 = attention_decomposed(g, four, ins + 3, nin - 3, &aopt);
+        if (!o4)
+            return NULL;
+    }
     /* Back to q's axes and order. */
     bora_axis parts[BORA_MAX_DIMS];
     for (int i = 0; i < nh; i++)
@@ -1587,7 +1650,9 @@ const char *g_op_name(int op)
                                         "attention",
                                         "attention_grad",
                                         "pad",
-                                        "concat"};
+                                        "concat",
+                                        "one_hot",
+                                        "attention_bias"};
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];
     switch (op) {

@@ -148,12 +148,20 @@ typedef enum bora_op {
     BORA_OP_XENT_GRAD = 28,      /* (logits, targets, lse, dloss ()) -> dlogits (R, V) */
     BORA_OP_GATHER = 29,         /* table (V, D), ids i32 (R) -> (R, D) */
     BORA_OP_SCATTER_ADD = 30,    /* ids i32 (R), rows (R, D) -> table (V, D), zeros elsewhere */
-    BORA_OP_ATTENTION = 31,      /* q (B,H,T,E), k (B,H,S,E), v (B,H,S,E), [seg_q (B,T),
-                                 seg_k (B,S)] -> out (B,H,T,E), lse (B,H,T) */
-    BORA_OP_ATTENTION_GRAD = 32, /* (q, k, v, out, lse, dout, [seg_q, seg_k]) -> dq, dk, dv */
-    BORA_OP_PAD = 33,            /* out = zeros with in placed at start along axis (bora_opt_pad) */
-    BORA_OP_CONCAT = 34,         /* inputs joined along axis (bora_opt_pad.axis) */
-    BORA_OP_COUNT_ = 35          /* one past the last op id */
+    /* q (B,H,T,E), k (B,H,S,E), v (B,H,S,E), [seg_q (B,T), seg_k (B,S)], [key length ()]
+     * -> out (B,H,T,E), lse (B,H,T) */
+    BORA_OP_ATTENTION = 31,
+    /* (q, k, v, out, lse, dout, [seg_q, seg_k], [key length]) -> dq, dk, dv */
+    BORA_OP_ATTENTION_GRAD = 32,
+    BORA_OP_PAD = 33,    /* out = zeros with in placed at start along axis (bora_opt_pad) */
+    BORA_OP_CONCAT = 34, /* inputs joined along axis (bora_opt_pad.axis) */
+    /* ids i32 (R) -> (R, V): 1 where v == id, else 0 (an ignored id gives a zero row); the
+     * primitive cross-entropy's decomposition needs */
+    BORA_OP_ONE_HOT = 35,
+    /* ([seg_q (B,T), seg_k (B,S)], [key length ()]) -> (B, T, S): 0 where attention is allowed,
+     * -inf elsewhere (bora_opt_attention); the primitive attention's decomposition needs */
+    BORA_OP_ATTENTION_BIAS = 36,
+    BORA_OP_COUNT_ = 37 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */

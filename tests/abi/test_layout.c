@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 5,
+_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 6,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)

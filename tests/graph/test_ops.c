@@ -4,6 +4,9 @@
  *   backward, through the f64 path, against central finite differences of the loss
  *   sum(out · w) for a fixed random w (h = 1e-6, tolerance 1e-6 relative plus 1e-8 absolute;
  *   the layout case, which casts through f32, h = 1e-3 and 1e-2);
+ *   everything twice: on the backend as it is, and through a table without the fused kernels
+ *   (layernorm, softmax, log-softmax, cross-entropy, attention), so their decompositions into
+ *   primitives are checked the same way;
  *   and, at the end, a check that every kernel op id ran in some gradient check, so an op
  *   added without a case fails here.
  *
@@ -15,6 +18,36 @@
 
 static const char *plugin_dir;
 static uint64_t ops_seen[BORA_OP_COUNT_];
+static int decomposed; /* run without the fused kernels */
+static bora_kernel_fn (*backend_kernel)(bora_backend *, uint32_t, const int32_t *, uint32_t);
+static bora_backend_ops unfused_ops;
+
+static bora_kernel_fn without_fused(bora_backend *b, uint32_t op, const int32_t *dt, uint32_t n)
+{
+    switch (op) {
+    case BORA_OP_LAYERNORM:
+    case BORA_OP_LAYERNORM_GRAD:
+    case BORA_OP_SOFTMAX:
+    case BORA_OP_LOG_SOFTMAX:
+    case BORA_OP_XENT:
+    case BORA_OP_XENT_GRAD:
+    case BORA_OP_ATTENTION:
+    case BORA_OP_ATTENTION_GRAD: return NULL;
+    default: return backend_kernel(b, op, dt, n);
+    }
+}
+
+/* The test's rig: the CPU backend, seen without its fused kernels when decomposed is set. */
+static void open_rig(rig *r, uint64_t seed)
+{
+    rig_open(r, plugin_dir, 2, seed);
+    if (decomposed) {
+        unfused_ops = *r->ops;
+        backend_kernel = r->ops->kernel;
+        unfused_ops.kernel = without_fused;
+        r->store->ops = &unfused_ops;
+    }
+}
 
 /* ---- helpers over the public API ---------------------------------------------------------- */
 
@@ -490,14 +523,15 @@ static void fill_int_inputs(g_graph *g)
 static void check_forward(const ocase *c, int v, int dt)
 {
     rig r;
-    rig_open(&r, plugin_dir, 2, 7);
+    open_rig(&r, 7);
     g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
     bora_tensor *out = c->build(&g->pub, dt, v);
     if (out && out->base != out)
         out = g->pub.api->contiguous(&g->pub, out);
     g->output = out;
     if (!out || g_finalize(g) || g_store_materialize(r.store)) {
-        fprintf(stderr, "%s/%d: build failed: %s\n", c->name, v, g->error);
+        fprintf(stderr, "%s/%d%s: build failed: %s\n", c->name, v,
+                decomposed ? " (decomposed)" : "", g->error);
         test_failures++;
         goto done;
     }
@@ -519,8 +553,9 @@ static void check_forward(const ocase *c, int v, int dt)
         double tol =
             dt == BORA_DTYPE_F64 ? 1e-10 * fmax(1, fabs(want[i])) : 2e-4 * fabs(want[i]) + 1e-5;
         if (!(fabs(got[i] - want[i]) <= tol)) {
-            fprintf(stderr, "%s/%d %s: element %lld is %.10g, reference %.10g\n", c->name, v,
-                    dt == BORA_DTYPE_F64 ? "f64" : "f32", (long long)i, got[i], want[i]);
+            fprintf(stderr, "%s/%d %s%s: element %lld is %.10g, reference %.10g\n", c->name, v,
+                    dt == BORA_DTYPE_F64 ? "f64" : "f32", decomposed ? " (decomposed)" : "",
+                    (long long)i, got[i], want[i]);
             test_failures++;
             break;
         }
@@ -538,7 +573,7 @@ done:
 static void check_gradient(const ocase *c, int v)
 {
     rig r;
-    rig_open(&r, plugin_dir, 2, 11);
+    open_rig(&r, 11);
     g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *gp = &g->pub;
     bora_tensor *out = c->build(gp, BORA_DTYPE_F64, v), *loss = NULL;
@@ -612,13 +647,14 @@ int main(int argc, char **argv)
     }
     plugin_dir = argv[1];
     int n_checks = 0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int v = 0; v < cases[i].variants; v++) {
-            check_forward(&cases[i], v, BORA_DTYPE_F64);
-            check_forward(&cases[i], v, BORA_DTYPE_F32);
-            check_gradient(&cases[i], v);
-            n_checks += 3;
-        }
+    for (decomposed = 0; decomposed < 2; decomposed++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            for (int v = 0; v < cases[i].variants; v++) {
+                check_forward(&cases[i], v, BORA_DTYPE_F64);
+                check_forward(&cases[i], v, BORA_DTYPE_F32);
+                check_gradient(&cases[i], v);
+                n_checks += 3;
+            }
     /* Every kernel op ran in some gradient check (forward or backward). */
     for (int op = 1; op < BORA_OP_COUNT_; op++)
         if (!ops_seen[op]) {

@@ -212,6 +212,17 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
                 return NULL;
         return cpu_copy;
     }
+    /* Ops whose inputs are all integers: the float type is the output's. */
+    if (op == BORA_OP_ONE_HOT || op == BORA_OP_ATTENTION_BIAS) {
+        for (uint32_t i = 0; i + 1 < n; i++)
+            if (dt[i] != BORA_DTYPE_I32)
+                return NULL;
+        if (dt[n - 1] == BORA_DTYPE_F32)
+            return op == BORA_OP_ONE_HOT ? one_hot_f32 : attention_bias_f32;
+        if (dt[n - 1] == BORA_DTYPE_F64)
+            return op == BORA_OP_ONE_HOT ? one_hot_f64 : attention_bias_f64;
+        return NULL;
+    }
     int32_t ft = dt[0];
     if (op == BORA_OP_SCATTER_ADD)
         ft = dt[1];

@@ -537,6 +537,49 @@ static bora_status K(attention_grad)(bora_backend *bk, const bora_kernel_args *a
 }
 #undef AT
 
+/* ---- the primitives of the decompositions -------------------------------------------------- */
+
+static bora_status K(one_hot)(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_tensor_desc *ids = &a->inputs[0], *o = &a->outputs[0];
+    int64_t rows = o->dims[0], V = o->dims[1];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int32_t id = ((const int32_t *)ids->data)[r * ids->strides[0]];
+        for (int64_t v = 0; v < V; v++)
+            ((T *)o->data)[r * o->strides[0] + v * o->strides[1]] = v == id ? (T)1 : (T)0;
+    }
+    return BORA_OK;
+}
+
+/* (B, T, S): 0 where query t may see key s, -inf elsewhere. The optional inputs are at 0.. */
+static bora_status K(attention_bias)(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_opt_attention *opt = a->options;
+    const bora_tensor_desc *o = &a->outputs[0];
+    int64_t B = o->dims[0], Tq = o->dims[1], S = o->dims[2], L = S;
+    if (opt->key_length) {
+        L = *(const int32_t *)a->inputs[opt->segments ? 2 : 0].data;
+        L = L < 0 ? 0 : L > S ? S : L;
+    }
+    const bora_tensor_desc *sq = opt->segments ? &a->inputs[0] : NULL, *sk = sq ? sq + 1 : NULL;
+#pragma omp parallel for schedule(static)
+    for (int64_t bt = 0; bt < B * Tq; bt++) {
+        int64_t bi = bt / Tq, t = bt % Tq;
+        for (int64_t s = 0; s < S; s++) {
+            int ok = s < L && (!opt->causal || s <= L - Tq + t);
+            if (ok && sq)
+                ok = ((const int32_t *)sq->data)[bi * sq->strides[0] + t * sq->strides[1]] ==
+                     ((const int32_t *)sk->data)[bi * sk->strides[0] + s * sk->strides[1]];
+            ((T *)o->data)[bi * o->strides[0] + t * o->strides[1] + s * o->strides[2]] =
+                ok ? (T)0 : (T)-INFINITY;
+        }
+    }
+    return BORA_OK;
+}
+
 /* ---- layout: pad, concat ------------------------------------------------------------------- */
 
 /* Copy src into dst shifted by `start` along axis (the other axes equal). */
