@@ -43,6 +43,12 @@ static const command commands[] = {
     {"tokenize", NULL, "tokenize UTF-8 lines from stdin into JSON arrays of ids",
      "bora tokenize --tokenizer PATH [--special] [--decode]\n"},
     {"runs", NULL, "list, show and compare recorded runs", "bora runs [show ID | compare ID ID]\n"},
+    {"graph", bora_cmd_graph, "build a configuration's graphs and report their memory",
+     "bora graph CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...]\n"
+     "\n"
+     "Builds the model's train graph (differentiated) and eval graph on the configured backend,\n"
+     "initialises the parameters, and prints the parameter count, the nodes and kernels of\n"
+     "each graph, and its arena against the naive sum of every intermediate.\n"},
     {"plugins", bora_cmd_plugins, "list the components of every plugin found",
      "bora plugins [--json] [KIND NAME]\n"
      "\n"

@@ -1593,6 +1593,7 @@ g_graph *g_graph_new(g_store *store, int mode)
     g->pub.api = &g_api;
     g->store = store;
     g->mode = mode;
+    g->recompute = 1; /* boundaries are marked only by models that ask for recomputation */
     return g;
 }
 

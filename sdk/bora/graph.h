@@ -301,9 +301,10 @@ struct bora_graph_api {
     bora_axis (*axis)(const bora_tensor *t, int32_t i);
     int32_t (*dtype)(const bora_tensor *t);
 
-    /* Mark x as a block boundary for recomputation (gradient checkpointing): when the host's
-     * policy turns it on, the forward nodes between two boundaries are recomputed during the
-     * backward pass instead of kept, with bitwise the same results. Returns x. */
+    /* Mark x as a block boundary for recomputation (gradient checkpointing; a model calls it
+     * when its gradient_checkpointing key is on): the forward nodes between two boundaries are
+     * recomputed during the backward pass instead of kept, with bitwise the same results.
+     * Returns x. */
     bora_tensor *(*checkpoint)(bora_graph *g, bora_tensor *x);
 
     /* A runtime extent: a 0-d i32 input, filled each execution like any input, holding a length

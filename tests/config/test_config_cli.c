@@ -183,6 +183,26 @@ int main(int argc, char **argv)
     CHECK_CONTAINS(out, "config: unknown subcommand 'frob'");
     free(out);
 
+    /* bora graph: the configuration's graphs built on the CPU backend, with their memory. */
+    put("graph.yaml",
+        "model: {type: fixture, width: 16}\ntrainer: {backend: cpu, num_threads: 1}\n");
+    CHECK(run(&out, "graph graph.yaml") == 0);
+    CHECK_CONTAINS(out, "model fixture (fixture-model 0.0.1) on backend cpu\n");
+    CHECK_CONTAINS(out, "parameters: 2 tensors, 51 values, 256 B (and as much for gradients)\n");
+    CHECK_CONTAINS(out, "train  graph: ");
+    CHECK_CONTAINS(out, " without reuse\neval   graph: ");
+    free(out);
+    CHECK(run(&out, "graph graph.yaml --model.width=0") == 1);
+    CHECK_CONTAINS(out, "bora: error: fixture-model: width must be >= 1, not 0");
+    free(out);
+    CHECK(run(&out, "graph graph.yaml --model.widht=3") == 1);
+    CHECK_CONTAINS(out, "unknown key 'widht' in model (fixture); did you mean 'width'?");
+    free(out);
+    put("nomodel.yaml", "trainer: {seed: 1}\n");
+    CHECK(run(&out, "graph nomodel.yaml") == 1);
+    CHECK_CONTAINS(out, "the configuration has no model section");
+    free(out);
+
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     CHECK(test_run(args, &out) == 0);
     free(out);

@@ -31,6 +31,7 @@ int main(int argc, char **argv)
     rig r;
     rig_open(&r, argv[1], 2, 42);
     g_graph *train = g_graph_new(r.store, BORA_MODE_TRAIN);
+    train->recompute = 0; /* this one keeps its activations; the second graph recomputes */
     bora_tensor *loss = tiny_gpt_build(&train->pub, &M, BORA_MODE_TRAIN);
     train->output = loss;
     CHECK(loss && g_autodiff(train, loss) == BORA_OK && g_finalize(train) == BORA_OK);

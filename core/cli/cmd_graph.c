@@ -1,0 +1,153 @@
+/* core/cli/cmd_graph.c — `bora graph CONFIG.yaml`: build a configuration's graphs (the model's
+ * train graph, differentiated, and its eval graph) on its backend, and report what they take:
+ * parameters, nodes, kernels, and the arena against the naive sum of every intermediate. */
+#include "../config/schema.h"
+#include "../graph/graph.h"
+#include "../util/log.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void human(char *buf, size_t cap, size_t bytes)
+{
+    if (bytes >= (1u << 20))
+        snprintf(buf, cap, "%.1f MiB", (double)bytes / (1 << 20));
+    else if (bytes >= 1024)
+        snprintf(buf, cap, "%.1f KiB", (double)bytes / 1024);
+    else
+        snprintf(buf, cap, "%zu B", bytes);
+}
+
+/* The backend trainer.backend names, or the highest probe() for auto. */
+static const bora_entry *pick_backend(const bora_registry *reg, const char *name)
+{
+    if (strcmp(name, "auto") != 0)
+        return bora_registry_find(reg, BORA_KIND_BACKEND, name);
+    const bora_entry *best = NULL;
+    int32_t best_score = 0;
+    for (size_t i = 0; i < reg->n_entries; i++) {
+        const bora_entry *e = &reg->entries[i];
+        if (e->kind != BORA_KIND_BACKEND)
+            continue;
+        int32_t score = ((const bora_backend_ops *)e->ops)->probe(&e->file->host);
+        if (score > best_score)
+            best = e, best_score = score;
+    }
+    if (!best)
+        bora_error_set(BORA_ERR_NOT_FOUND, "no backend can run here (see bora plugins)");
+    return best;
+}
+
+static void report(const char *what, const g_graph *g)
+{
+    size_t kernels = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        kernels += g->nodes[i]->kernel != NULL;
+    char arena[32], naive[32];
+    human(arena, sizeof arena, g->arena_bytes);
+    human(naive, sizeof naive, g->naive_bytes);
+    printf("%-6s graph: %zu nodes, %zu kernels; arena %s against %s without reuse\n", what,
+           g->n_nodes, kernels, arena, naive);
+}
+
+int bora_cmd_graph(const bora_cli *cli)
+{
+    if (cli->argc < 1) {
+        bora_log(BORA_LOG_ERROR, "graph: give a configuration file (bora graph run.yaml)");
+        return 2;
+    }
+    int rc = 1;
+    bora_registry *reg = bora_cli_load_plugins(cli);
+    bora_cfg *cfg = bora_cfg_new();
+    bora_backend *be = NULL;
+    const bora_backend_ops *bops = NULL;
+    bora_model *model = NULL;
+    const bora_model_ops *mops = NULL;
+    g_store *store = NULL;
+    g_graph *train = NULL, *eval = NULL;
+    if (!reg || !cfg)
+        goto out;
+    if (bora_cfg_parse_args(cfg, cli->argc, cli->argv) == BORA_OK)
+        bora_config_check(cfg, reg, 0);
+    bora_config *root = bora_cfg_root(cfg);
+    bora_config *mnode = bora_cfg_child(root, "model");
+    if (!mnode && !bora_cfg_error_count(cfg))
+        bora_cfg_error(cfg, NULL, "the configuration has no model section (model: {type: ...})");
+    if (bora_cfg_error_count(cfg)) {
+        bora_cfg_print_errors(cfg, stderr);
+        goto out;
+    }
+    const bora_entry *me;
+    if (bora_config_select(mnode, BORA_KIND_MODEL, reg, &me) != BORA_OK) {
+        bora_cfg_print_errors(cfg, stderr);
+        goto out;
+    }
+    mops = (const bora_model_ops *)me->ops;
+    bora_config *trainer = bora_cfg_child(root, "trainer");
+    const char *backend_name = "auto";
+    int64_t seed = 0;
+    bora_cfg_string(trainer, "backend", "auto", &backend_name);
+    bora_cfg_int(trainer, "seed", 0, &seed);
+    const bora_entry *be_entry = pick_backend(reg, backend_name);
+    if (!be_entry) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    bops = (const bora_backend_ops *)be_entry->ops;
+    /* The backend reads its keys (num_threads) from the trainer section. */
+    if (bops->create(&be_entry->file->host, trainer, &be) != BORA_OK ||
+        mops->create(&me->file->host, mnode, &model) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    store = g_store_new(bops, be, be_entry->ops->name, (uint64_t)seed);
+    train = store ? g_graph_new(store, BORA_MODE_TRAIN) : NULL;
+    eval = store ? g_graph_new(store, BORA_MODE_EVAL) : NULL;
+    if (!train || !eval) {
+        bora_log(BORA_LOG_ERROR, "out of memory");
+        goto out;
+    }
+    bora_tensor *loss = NULL, *logits = NULL;
+    if (mops->build(model, &train->pub, BORA_MODE_TRAIN, &loss) != BORA_OK ||
+        mops->build(model, &eval->pub, BORA_MODE_EVAL, &logits) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "model %s: %s", me->ops->name, bora_error_get());
+        goto out;
+    }
+    train->output = loss;
+    eval->output = logits;
+    if (g_autodiff(train, loss) || g_finalize(train) || g_finalize(eval)) {
+        bora_log(BORA_LOG_ERROR, "model %s: %s", me->ops->name,
+                 train->status ? train->error : eval->error);
+        goto out;
+    }
+    if (g_store_materialize(store) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    size_t values = 0;
+    for (size_t i = 0; i < store->n_slots; i++)
+        values += store->slots[i].nbytes / bora_dtype_size(store->slots[i].dtype);
+    char pbytes[32], shared[32];
+    human(pbytes, sizeof pbytes, store->param_bytes);
+    human(shared, sizeof shared, store->arena_bytes);
+    printf("model %s (%s %s) on backend %s\n", me->ops->name, me->file->name, me->file->version,
+           be_entry->ops->name);
+    printf("parameters: %zu tensors, %zu values, %s (and as much for gradients)\n", store->n_slots,
+           values, pbytes);
+    report("train", train);
+    report("eval", eval);
+    printf("shared arena: %s\n", shared);
+    rc = 0;
+out:
+    g_graph_free(train);
+    g_graph_free(eval);
+    g_store_free(store);
+    if (model)
+        mops->destroy(model);
+    if (be)
+        bops->destroy(be);
+    bora_cfg_free(cfg);
+    bora_registry_free(reg);
+    return rc;
+}
