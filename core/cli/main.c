@@ -40,8 +40,15 @@ static const command commands[] = {
      "\n"
      "Overrides: --trainer.num_train_steps=100 or --trainer.num_train_steps 100; values are\n"
      "YAML, so lists and maps work: --data.train_urls '[a.jsonl, b.jsonl]'.\n"},
-    {"tokenize", NULL, "tokenize UTF-8 lines from stdin into JSON arrays of ids",
-     "bora tokenize --tokenizer PATH [--special] [--decode]\n"},
+    {"tokenize", bora_cmd_tokenize, "tokenize UTF-8 lines from stdin into JSON arrays of ids",
+     "bora tokenize --tokenizer PATH [--special] [--decode]\n"
+     "\n"
+     "Reads UTF-8 lines on stdin and writes one JSON array of token ids per line, exactly as\n"
+     "Hugging Face's tokenizer would. PATH is a tokenizer.json (or .json.gz), a folder holding\n"
+     "one, or GPT-2's encoder.json (with vocab.bpe beside it).\n"
+     "\n"
+     "  --special   add the special tokens of the tokenizer's template (a BOS)\n"
+     "  --decode    read JSON arrays of ids instead, and write their text\n"},
     {"runs", NULL, "list, show and compare recorded runs", "bora runs [show ID | compare ID ID]\n"},
     {"graph", bora_cmd_graph, "build a configuration's graphs and report their memory",
      "bora graph CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...]\n"
