@@ -881,6 +881,13 @@ static bora_status parse_model(const char *name, json_object *model, bora_tokeni
     return BORA_OK;
 }
 
+typedef struct buf {
+    char *s;
+    size_t n, cap;
+} buf;
+static bora_status decode_raw(const bora_tokenizer *t, const int32_t *ids, size_t n, buf *out);
+static void buf_free(buf *b);
+
 /* Per-token decoded byte lengths: each token alone through the decoder, less Strip. */
 static bora_status token_lengths(bora_tokenizer *t)
 {
@@ -890,19 +897,16 @@ static bora_status token_lengths(bora_tokenizer *t)
     for (size_t id = 0; id < t->vocab_size; id++) {
         if (!t->tokens[id] || t->is_special[id])
             continue;
+        /* The token's own bytes: a byte-level token may hold part of a character, and a
+         * metaspace counts as the space it decodes to (Strip, which drops the one a normalizer
+         * prepends to a text, is left out: that byte is counted once per text). */
         int32_t one = (int32_t)id;
-        char *text;
-        size_t len;
-        int n_dec = t->n_dec;
-        /* Strip removes a space that only the first token of a text has. */
-        if (n_dec && t->dec[n_dec - 1].kind == TD_STRIP)
-            t->n_dec--;
-        bora_status st = bora_tokenizer_decode(t, &one, 1, &text, &len);
-        t->n_dec = n_dec;
+        buf raw = {0};
+        bora_status st = decode_raw(t, &one, 1, &raw);
         if (st != BORA_OK)
             return st;
-        t->token_bytes[id] = (uint32_t)len;
-        free(text);
+        t->token_bytes[id] = (uint32_t)raw.n;
+        buf_free(&raw);
     }
     return BORA_OK;
 }
@@ -1133,10 +1137,10 @@ void bora_tokenizer_free(bora_tokenizer *t)
 
 /* ---- decoding ---------------------------------------------------------------------------- */
 
-typedef struct buf {
-    char *s;
-    size_t n, cap;
-} buf;
+static void buf_free(buf *b)
+{
+    free(b->s);
+}
 
 static int buf_put(buf *b, const char *s, size_t n)
 {
@@ -1215,19 +1219,28 @@ static void decode_token(const bora_tokenizer *t, int32_t id, buf *out, int firs
     free(cur.s);
 }
 
+/* The bytes ids stand for, before any repair of partial UTF-8 characters. */
+static bora_status decode_raw(const bora_tokenizer *t, const int32_t *ids, size_t n, buf *out)
+{
+    buf_put(out, "", 0);
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || (size_t)ids[i] >= t->vocab_size) {
+            free(out->s);
+            return bora_error_set(BORA_ERR_INVALID, "id %d is not in the vocabulary (0..%zu)",
+                                  ids[i], t->vocab_size - 1);
+        }
+        decode_token(t, ids[i], out, i == 0);
+    }
+    return BORA_OK;
+}
+
 bora_status bora_tokenizer_decode(const bora_tokenizer *t, const int32_t *ids, size_t n,
                                   char **text, size_t *len)
 {
     buf out = {0};
-    buf_put(&out, "", 0);
-    for (size_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || (size_t)ids[i] >= t->vocab_size) {
-            free(out.s);
-            return bora_error_set(BORA_ERR_INVALID, "id %d is not in the vocabulary (0..%zu)",
-                                  ids[i], t->vocab_size - 1);
-        }
-        decode_token(t, ids[i], &out, i == 0);
-    }
+    bora_status st = decode_raw(t, ids, n, &out);
+    if (st != BORA_OK)
+        return st;
     /* Bytes that do not form UTF-8 (a partial character) become U+FFFD, as Hugging Face does. */
     buf clean = {0};
     buf_put(&clean, "", 0);

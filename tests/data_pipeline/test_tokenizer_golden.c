@@ -47,7 +47,7 @@ int main(int argc, char **argv)
     }
     char *line = NULL;
     size_t cap = 0;
-    long lines = 0, bad = 0, tokens = 0, bad_decode = 0;
+    long lines = 0, bad = 0, tokens = 0, bad_decode = 0, bad_bytes = 0;
     bora_ids ids = {0};
     while (getline(&line, &cap, f) > 0) {
         json_object *o = json_tokener_parse(line), *text_j, *want, *want_sp;
@@ -79,6 +79,13 @@ int main(int argc, char **argv)
                 if (bad_decode++ < 3)
                     fprintf(stderr, "decode mismatch: '%s' -> '%s'\n", text, back);
             }
+            /* Per-token byte lengths add up to the text's (what bits-per-byte divides by). */
+            size_t bytes = 0;
+            for (size_t i = 0; i < ids.n; i++)
+                bytes += bora_tokenizer_token_bytes(t, ids.ids[i]);
+            /* (a metaspace a normalizer prepends counts one byte more per text) */
+            if (bytes != len && bytes != len + 1 && bad_bytes++ < 3)
+                fprintf(stderr, "token bytes add up to %zu, not %zu, for '%s'\n", bytes, len, text);
             free(back);
         }
         ids.n = 0;
@@ -97,5 +104,6 @@ int main(int argc, char **argv)
            argv[1], lines, tokens, bad, bad_decode);
     test_failures += bad > 0 || lines == 0;
     test_failures += bad_decode > 0;
+    test_failures += bad_bytes > 0;
     return test_summary("test_tokenizer_golden");
 }
