@@ -87,8 +87,14 @@ int main(int argc, char **argv)
         return 2;
     double t0 = now();
     for (int i = 0; i < threads; i++) {
-        jobs[i] = (job){t, lines, lens, n * (size_t)i / (size_t)threads,
-                        n * (size_t)(i + 1) / (size_t)threads, repeats, 0, 0};
+        jobs[i] = (job){t,
+                        lines,
+                        lens,
+                        n * (size_t)i / (size_t)threads,
+                        n * (size_t)(i + 1) / (size_t)threads,
+                        repeats,
+                        0,
+                        0};
         pthread_create(&tid[i], NULL, work, &jobs[i]);
     }
     long tokens = 0;

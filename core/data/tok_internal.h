@@ -99,7 +99,7 @@ struct bora_tokenizer {
     char **tokens; /* id -> token text (the vocabulary's form: byte-level chars, ▁, <0x41>) */
     uint32_t *token_bytes;
     uint8_t *is_special;
-    size_t vocab_size;
+    size_t vocab_size, tokens_cap;
     tok_strmap vocab;
     tok_u64map merges; /* (left << 32 | right) -> (rank << 32 | merged id) */
     int byte_fallback, fuse_unk, ignore_merges;

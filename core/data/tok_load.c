@@ -343,14 +343,20 @@ static int grow_tokens(bora_tokenizer *t, size_t n)
 {
     if (n <= t->vocab_size)
         return 0;
-    char **tok = realloc(t->tokens, n * sizeof *tok);
-    uint8_t *sp = realloc(t->is_special, n);
-    if (tok)
-        t->tokens = tok;
-    if (sp)
-        t->is_special = sp;
-    if (!tok || !sp)
-        return -1;
+    if (n > t->tokens_cap) { /* geometric: vocabularies arrive in id order */
+        size_t cap = t->tokens_cap ? t->tokens_cap : 1024;
+        while (cap < n)
+            cap *= 2;
+        char **tok = realloc(t->tokens, cap * sizeof *tok);
+        if (tok)
+            t->tokens = tok;
+        uint8_t *sp = realloc(t->is_special, cap);
+        if (sp)
+            t->is_special = sp;
+        if (!tok || !sp)
+            return -1;
+        t->tokens_cap = cap;
+    }
     for (size_t i = t->vocab_size; i < n; i++) {
         t->tokens[i] = NULL;
         t->is_special[i] = 0;
