@@ -1529,6 +1529,7 @@ static int32_t api_mode(bora_graph *gp)
 {
     return ((g_graph *)gp)->mode;
 }
+static int64_t api_batch(bora_graph *gp) { return ((g_graph *)gp)->batch; }
 static bora_status api_status(bora_graph *gp)
 {
     g_graph *g = (g_graph *)gp;
@@ -1580,6 +1581,7 @@ const bora_graph_api g_api = {
     .concat = api_concat,
     .checkpoint = api_checkpoint,
     .extent = api_extent,
+    .batch = api_batch,
     .ndim = api_ndim,
     .axis = api_axis,
     .dtype = api_dtype,
@@ -1594,6 +1596,7 @@ g_graph *g_graph_new(g_store *store, int mode)
     g->store = store;
     g->mode = mode;
     g->recompute = 1; /* boundaries are marked only by models that ask for recomputation */
+    g->batch = 1;
     return g;
 }
 

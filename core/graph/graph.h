@@ -123,6 +123,7 @@ typedef struct g_graph {
     size_t n_inputs, cap_inputs;
     gval *output;     /* the loss (train) or logits */
     int recompute;    /* recompute between checkpoints in the backward pass */
+    int64_t batch;    /* sequences per execution, for models (default 1) */
     int *checkpoints; /* node ids producing checkpointed values, ascending */
     size_t n_checkpoints, cap_checkpoints;
     bora_status status;

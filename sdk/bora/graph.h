@@ -311,6 +311,10 @@ struct bora_graph_api {
      * within [0, max] of an axis whose static size is max (a decode position, the valid rows of
      * a last batch). Ops that take one read it at run time; shapes never change. */
     bora_tensor *(*extent)(bora_graph *g, const char *name, int64_t max);
+
+    /* Sequences per execution (the micro-batch) the host builds this graph for; a model sizes
+     * its "batch" axis with it. */
+    int64_t (*batch)(bora_graph *g);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 6,
+_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 7,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)
@@ -119,7 +119,7 @@ static void layout(void)
                    "bora_attention_opts.head_dim_axis");
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
-    _Static_assert(sizeof(bora_graph_api) == 248, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 256, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -152,6 +152,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, dtype) == 224, "bora_graph_api.dtype");
     _Static_assert(offsetof(bora_graph_api, checkpoint) == 232, "bora_graph_api.checkpoint");
     _Static_assert(offsetof(bora_graph_api, extent) == 240, "bora_graph_api.extent");
+    _Static_assert(offsetof(bora_graph_api, batch) == 248, "bora_graph_api.batch");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");
