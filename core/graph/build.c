@@ -615,8 +615,10 @@ gval *g_binary(g_graph *g, int op, gval *a, gval *b)
             return NULL;
         }
     }
-    /* One operand's axes must hold the other's; and a size-1 axis with no partner is the
-     * classic positional mistake ((batch, 1) - (batch)), so it is refused, not broadcast. */
+    /* One operand's axes must hold the other's. And a trailing size-1 axis with no partner is
+     * the shape of the classic positional mistake ((batch, 1) - (batch), which NumPy turns into
+     * (batch, batch)), so it is refused rather than broadcast; a size-1 axis elsewhere (a batch
+     * of one) broadcasts like any other. */
     const gval *big = subset(b, a) ? a : subset(a, b) ? b : NULL;
     const gval *small = big == a ? b : a;
     if (!big) {
@@ -626,16 +628,17 @@ gval *g_binary(g_graph *g, int op, gval *a, gval *b)
                da, db);
         return NULL;
     }
-    for (int i = 0; i < big->ndim; i++)
-        if (big->dims[i] == 1 && g_axis_index(small, big->names[i]) < 0 && small->ndim > 0) {
-            g_describe(a, da, sizeof da);
-            g_describe(b, db, sizeof db);
-            g_fail(g,
-                   "%s: %s has a size-1 axis '%s' that %s lacks; it would broadcast silently. "
-                   "Remove it (slice or merge) or broadcast explicitly",
-                   opname, big == a ? da : db, big->names[i], big == a ? db : da);
-            return NULL;
-        }
+    int last = big->ndim - 1;
+    if (last >= 0 && big->dims[last] == 1 && g_axis_index(small, big->names[last]) < 0 &&
+        small->ndim > 0) {
+        g_describe(a, da, sizeof da);
+        g_describe(b, db, sizeof db);
+        g_fail(g,
+               "%s: %s has a trailing size-1 axis '%s' that %s lacks; it would broadcast "
+               "silently. Remove it (slice or merge) or broadcast explicitly",
+               opname, big == a ? da : db, big->names[last], big == a ? db : da);
+        return NULL;
+    }
     gval *ins[2] = {g_align_to(g, a, big), g_align_to(g, b, big)};
     if (!ins[0] || !ins[1])
         return NULL;
@@ -1529,7 +1532,10 @@ static int32_t api_mode(bora_graph *gp)
 {
     return ((g_graph *)gp)->mode;
 }
-static int64_t api_batch(bora_graph *gp) { return ((g_graph *)gp)->batch; }
+static int64_t api_batch(bora_graph *gp)
+{
+    return ((g_graph *)gp)->batch;
+}
 static bora_status api_status(bora_graph *gp)
 {
     g_graph *g = (g_graph *)gp;

@@ -131,9 +131,10 @@ int main(int argc, char **argv)
     CHECK_CONTAINS(out, "notype.yaml:1:1: missing required key 'type' in model (which model to "
                         "use)\nbora: 1 error in the configuration");
     free(out);
-    put("gpt9.yaml", "model: {type: gpt9}\n");
+    put("gpt9.yaml", "model: {type: mamba}\n");
     CHECK(run(&out, "config show gpt9.yaml") == 1);
-    CHECK_CONTAINS(out, "gpt9.yaml:1:15: model.type: no model named 'gpt9'; available: fixture");
+    CHECK_CONTAINS(out, "gpt9.yaml:1:15: model.type: no model named 'mamba'; available: fixture, "
+                        "gpt2");
     free(out);
     put("scalar.yaml", "model: gpt2\n");
     CHECK(run(&out, "config show scalar.yaml") == 1);

@@ -138,8 +138,8 @@ int main(int argc, char **argv)
     }
     plugin_dir = argv[1];
     refused("(pred - target), (batch, 1) against (batch)", pred_minus_target,
-            "sub: 'pred' (batch=8, out=1) has a size-1 axis 'out' that 'target' (batch=8) lacks; "
-            "it would broadcast silently");
+            "sub: 'pred' (batch=8, out=1) has a trailing size-1 axis 'out' that 'target' (batch=8) "
+            "lacks; it would broadcast silently");
     refused("disjoint axes", disjoint,
             "add: 'a' (x=3) and 'b' (y=3) each have axes the other lacks; broadcast one "
             "explicitly");
