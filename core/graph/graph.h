@@ -189,7 +189,8 @@ bora_status g_finalize(g_graph *g);
 bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t nbytes);
 /* Run every node; kernels_run and bytes_moved report what it did. */
 bora_status g_run(g_graph *g);
-/* Copy a value out (it must be a base with storage: the output, a parameter, a gradient). */
+/* Copy a value out (it must be a base with storage: the output, a parameter, a gradient). The
+ * graphs of a store share one arena, so a graph's output is valid until another graph runs. */
 bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes);
 /* The number of elements of a value. */
 int64_t g_numel(const gval *v);

@@ -152,10 +152,10 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
     bora_tensor *seg = bora_input(g, "segment_ids", BORA_DTYPE_I32, 2, io);
     bora_axis wte_a[2] = {{"vocab", m->vocab_size}, {"embed", E}};
     bora_axis wpe_a[2] = {{"position", m->seq_len}, {"embed", E}};
-    bora_tensor *wte = param(g, "transformer.wte.weight", 2, wte_a, bora_init_normal(std),
-                             BORA_PARAM_NO_DECAY);
-    bora_tensor *wpe = param(g, "transformer.wpe.weight", 2, wpe_a, bora_init_normal(std),
-                             BORA_PARAM_NO_DECAY);
+    bora_tensor *wte =
+        param(g, "transformer.wte.weight", 2, wte_a, bora_init_normal(std), BORA_PARAM_NO_DECAY);
+    bora_tensor *wpe =
+        param(g, "transformer.wpe.weight", 2, wpe_a, bora_init_normal(std), BORA_PARAM_NO_DECAY);
     /* (batch, position, embed) */
     bora_tensor *x = bora_add(g, A->embedding(g, wte, ids, "vocab"), wpe);
     for (int64_t l = 0; l < L; l++) {
@@ -176,8 +176,8 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
         double scale = 1.0 / sqrt((double)hd);
         if (m->scale_attn_by_inverse_layer_idx)
             scale /= (double)(l + 1);
-        bora_attention_opts ao = {.struct_size = sizeof ao, .causal = 1, .scale = scale,
-                                  .segment_ids = seg};
+        bora_attention_opts ao = {
+            .struct_size = sizeof ao, .causal = 1, .scale = scale, .segment_ids = seg};
         bora_tensor *att = A->attention(g, q, k, v, &ao);
         const char *heads[] = {"heads", "head_dim"};
         att = A->merge(g, att, 2, heads, "embed_in");
@@ -210,7 +210,7 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
 static bora_status gpt2_hf_config(bora_model *model, char *buf, size_t cap, size_t *len)
 {
     const gpt2 *m = (const gpt2 *)model;
-    const char *act = m->activation == BORA_OP_GELU_TANH   ? "gelu_new"
+    const char *act = m->activation == BORA_OP_GELU_TANH    ? "gelu_new"
                       : m->activation == BORA_OP_GELU_EXACT ? "gelu"
                       : m->activation == BORA_OP_RELU       ? "relu"
                                                             : "silu";
@@ -241,6 +241,9 @@ static const bora_model_ops gpt2_ops = {
     .hf_config = gpt2_hf_config,
 };
 
-static bora_status gpt2_init(const bora_host *h) { return h->add(h, &gpt2_ops.hdr); }
+static bora_status gpt2_init(const bora_host *h)
+{
+    return h->add(h, &gpt2_ops.hdr);
+}
 
 BORA_PLUGIN_DEFINE("gpt2", "0.1.0", gpt2_init, NULL)
