@@ -1493,6 +1493,69 @@ static bora_tensor *api_concat(bora_graph *gp, const char *axis, int32_t n, bora
     return v;
 }
 
+/* A leaf over the store's storage (gradients, optimizer state) shaped like parameter slot. */
+static gval *store_leaf(g_graph *g, long slot, int storage, int state, const char *prefix)
+{
+    const g_slot *p = &g->store->slots[slot];
+    bora_axis axes[BORA_MAX_DIMS];
+    for (int i = 0; i < p->ndim; i++)
+        axes[i] = (bora_axis){p->names[i], p->dims[i]};
+    char label[256];
+    snprintf(label, sizeof label, "%s.%s", prefix, p->name);
+    gval *v = leaf(g, G_PARAM, label, p->dtype, p->ndim, axes); /* no kernel, like a parameter */
+    if (v) {
+        v->storage = storage;
+        v->slot = (int)slot;
+        v->state = state;
+    }
+    return v;
+}
+
+gval *g_grad_leaf(g_graph *g, long slot) { return store_leaf(g, slot, S_GRAD, 0, "grad"); }
+
+gval *g_state_leaf(g_graph *g, long slot, int k)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "state%d", k);
+    return store_leaf(g, slot, S_STATE, k, prefix);
+}
+
+static bora_status api_assign(bora_graph *gp, bora_tensor *dst, bora_tensor *value)
+{
+    g_graph *g = (g_graph *)gp;
+    if (g->status)
+        return g->status;
+    if (!dst || !value)
+        return g_fail(g, "assign: an argument is NULL");
+    char dd[256], dv[256];
+    g_describe(dst, dd, sizeof dd);
+    g_describe(value, dv, sizeof dv);
+    if (g->mode != BORA_MODE_APPLY)
+        return g_fail(g, "assign: only apply graphs write parameters (to %s)", dd);
+    if (dst->base != dst || (dst->storage != S_PARAM && dst->storage != S_STATE &&
+                             dst->storage != S_GRAD))
+        return g_fail(g, "assign: %s is not a parameter, gradient or optimizer state", dd);
+    if (value->ndim != dst->ndim)
+        return g_fail(g, "assign: %s does not have the axes of %s", dv, dd);
+    gval *v = g_permute(g, value, dst->ndim, dst->names);
+    if (!v)
+        return g->status;
+    for (int i = 0; i < dst->ndim; i++)
+        if (v->dims[i] != dst->dims[i])
+            return g_fail(g, "assign: %s does not have the shape of %s", dv, dd);
+    gnode *n = g_new_node(g, G_ASSIGN, 1, &v);
+    gval *out = n ? g_new_value(g, dst->dtype, dst->ndim, dst->dims, dst->names) : NULL;
+    if (!out)
+        return g->status;
+    g_add_out(n, out);
+    out->storage = dst->storage;
+    out->slot = dst->slot;
+    out->state = dst->state;
+    out->label = dst->label;
+    out->requires_grad = 0;
+    return BORA_OK;
+}
+
 static bora_tensor *api_extent(bora_graph *gp, const char *name, int64_t max)
 {
     g_graph *g = (g_graph *)gp;
@@ -1588,6 +1651,7 @@ const bora_graph_api g_api = {
     .checkpoint = api_checkpoint,
     .extent = api_extent,
     .batch = api_batch,
+    .assign = api_assign,
     .ndim = api_ndim,
     .axis = api_axis,
     .dtype = api_dtype,

@@ -20,14 +20,15 @@ enum {
     G_PARAM = 1000, /* a parameter leaf */
     G_INPUT,        /* an input leaf */
     G_VIEW,         /* a view of its input: no kernel */
-    G_GRAD          /* a parameter's persistent gradient: out = in[0] (the buffer) + in[1] */
+    G_GRAD,         /* a parameter's persistent gradient: the buffer (out) += in[0] */
+    G_ASSIGN        /* apply graphs: a parameter, gradient or state slot (out) = in[0] */
 };
 
 /* What a view node did, for its backward rule. */
 enum { V_PERMUTE = 1, V_RENAME, V_SLICE, V_BROADCAST, V_SPLIT, V_MERGE };
 
 /* Where a value's bytes live. */
-enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT };
+enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT, S_STATE };
 
 typedef struct gnode gnode;
 typedef struct bora_tensor gval;
@@ -46,6 +47,7 @@ struct bora_tensor {
     const char *label;                /* for messages */
     int storage;                      /* S_*, for bases */
     int slot;                         /* store slot (params, grads), input index */
+    int state;                        /* optimizer state slot, for S_STATE */
     int requires_grad;
     int64_t extent_max; /* a runtime extent: the largest value an input may hold (else 0) */
     gval *grad;         /* during autodiff: the gradient accumulated so far */
@@ -98,8 +100,9 @@ struct g_store {
     g_slot *slots;
     size_t n_slots, cap_slots;
     size_t param_bytes;
-    bora_buffer *params, *grads, *arena;
-    char *param_ptr, *grad_ptr, *arena_ptr;
+    bora_buffer *params, *grads, *arena, *states;
+    char *param_ptr, *grad_ptr, *arena_ptr, *state_ptr;
+    size_t n_states; /* optimizer state slots per parameter (each a copy of the layout) */
     size_t arena_bytes;
     uint64_t seed;
 };
@@ -177,6 +180,9 @@ gval *g_align_to(g_graph *g, gval *x, const gval *like);
 gval *g_contiguous(g_graph *g, gval *x);
 gval *g_matmul3(g_graph *g, gval *a, gval *b);
 gval *g_reduce_last(g_graph *g, int op, gval *x, int n, const char *const *axes);
+/* Leaves over the store: parameter slot's gradient, and state slot k of a parameter. */
+gval *g_grad_leaf(g_graph *g, long slot);
+gval *g_state_leaf(g_graph *g, long slot, int k);
 
 extern const bora_graph_api g_api;
 

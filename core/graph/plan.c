@@ -24,7 +24,7 @@ static void mark_needed(g_graph *g, char *needed)
 {
     for (size_t i = g->n_nodes; i-- > 0;) {
         gnode *n = g->nodes[i];
-        int root = n->op == G_GRAD;
+        int root = n->op == G_GRAD || n->op == G_ASSIGN;
         for (int o = 0; o < n->nout; o++)
             root |= n->out[o] == g->output;
         if (root)
@@ -127,7 +127,7 @@ bora_status g_finalize(g_graph *g)
         gnode *n = g->nodes[i];
         if (!needed[i] || n->op == G_VIEW || n->op == G_PARAM || n->op == G_INPUT)
             continue;
-        int op = n->op == G_GRAD ? BORA_OP_ADD : n->op;
+        int op = n->op == G_GRAD ? BORA_OP_ADD : n->op == G_ASSIGN ? BORA_OP_COPY : n->op;
         int32_t dtypes[G_MAX_IN + G_MAX_OUT];
         uint32_t nd = 0;
         for (int k = 0; k < n->nin; k++)
@@ -193,6 +193,8 @@ static char *storage_of(g_graph *g, const gval *base)
     case S_PARAM: return s->param_ptr + s->slots[base->slot].offset;
     case S_GRAD: return s->grad_ptr + s->slots[base->slot].offset;
     case S_INPUT: return g->inputs[base->slot].ptr;
+    case S_STATE:
+        return s->state_ptr + (size_t)base->state * s->param_bytes + s->slots[base->slot].offset;
     default: return s->arena_ptr + base->arena_offset;
     }
 }
@@ -225,6 +227,8 @@ bora_status g_run(g_graph *g)
         if (n->op == G_GRAD) { /* grad buffer += contribution */
             a.op = BORA_OP_ADD;
             describe(g, n->out[0], &in[nin++]);
+        } else if (n->op == G_ASSIGN) {
+            a.op = BORA_OP_COPY;
         }
         for (int k = 0; k < n->nin; k++)
             describe(g, n->in[k], &in[nin++]);
@@ -264,6 +268,9 @@ bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes)
     switch (v->storage) {
     case S_PARAM: buf = s->params, off = s->slots[v->slot].offset; break;
     case S_GRAD: buf = s->grads, off = s->slots[v->slot].offset; break;
+    case S_STATE:
+        buf = s->states, off = (size_t)v->state * s->param_bytes + s->slots[v->slot].offset;
+        break;
     case S_INPUT: buf = g->inputs[v->slot].buf, off = 0; break;
     default: buf = s->arena, off = (size_t)v->arena_offset;
     }

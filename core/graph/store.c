@@ -86,6 +86,8 @@ void g_store_free(g_store *s)
         s->ops->buffer_free(s->backend, s->grads);
     if (s->arena)
         s->ops->buffer_free(s->backend, s->arena);
+    if (s->states)
+        s->ops->buffer_free(s->backend, s->states);
     free(s);
 }
 
@@ -114,6 +116,18 @@ bora_status g_store_materialize(g_store *s)
             BORA_OK)
         return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes of parameters on %s",
                               bytes, s->backend_name);
+    size_t state_bytes = bytes * (s->n_states ? s->n_states : 1);
+    if (s->ops->buffer_alloc(s->backend, state_bytes, 64, &s->states) != BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM, "cannot allocate optimizer state on %s",
+                              s->backend_name);
+    s->state_ptr = s->ops->buffer_ptr(s->backend, s->states);
+    char *zeros = calloc(1, state_bytes);
+    if (!zeros)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_status zst = s->ops->copy_in(s->backend, s->states, 0, zeros, state_bytes);
+    free(zeros);
+    if (zst != BORA_OK)
+        return zst;
     s->param_ptr = s->ops->buffer_ptr(s->backend, s->params);
     s->grad_ptr = s->ops->buffer_ptr(s->backend, s->grads);
     s->arena_ptr = s->ops->buffer_ptr(s->backend, s->arena);

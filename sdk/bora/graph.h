@@ -315,6 +315,10 @@ struct bora_graph_api {
     /* Sequences per execution (the micro-batch) the host builds this graph for; a model sizes
      * its "batch" axis with it. */
     int64_t (*batch)(bora_graph *g);
+
+    /* Apply graphs only: write value into dst, a parameter or an optimizer state slot, when the
+     * graph runs (in order: reads of dst built before the assignment see the old value). */
+    bora_status (*assign)(bora_graph *g, bora_tensor *dst, bora_tensor *value);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

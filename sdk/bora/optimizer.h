@@ -6,16 +6,25 @@
  * SGD (the op builders come with the graph API):
  *
  *     static const char *const sgd_slots[] = {NULL};      // no state
+ *     static const char *const sgd_scalars[] = {"lr", NULL};
  *
+ *     static bora_status sgd_scalars_for(bora_optimizer *o, int64_t step, double lr, double *v)
+ *     {
+ *         v[0] = lr;
+ *         return BORA_OK;
+ *     }
  *     static bora_status sgd_update(bora_optimizer *o, bora_graph *g, const bora_param_update *u)
  *     {
- *         // param <- param - lr * grad, with lr a 0-d per-step input tensor
- *         ...
+ *         // param <- param - lr * grad, with lr a 0-d per-step input
+ *         bora_tensor *step = bora_mul(g, u->grad, u->scalars[0]);
+ *         return g->api->assign(g, u->param, bora_sub(g, u->param, step));
  *     }
  *     static const bora_optimizer_ops sgd_ops = {
  *         .hdr = BORA_COMPONENT(bora_optimizer_ops, BORA_KIND_OPTIMIZER, "sgd", "plain SGD"),
  *         .create = sgd_create,
  *         .slots = sgd_slots,
+ *         .scalars = sgd_scalars,
+ *         .step_scalars = sgd_scalars_for,
  *         .build_update = sgd_update,
  *         .destroy = sgd_destroy,
  *     };
@@ -36,11 +45,10 @@ typedef struct bora_param_update {
     uint32_t struct_size;
     uint32_t weight_decay; /* 1 when the host's decay mask includes this parameter */
     const char *name;      /* the Hugging Face parameter name */
-    bora_tensor *param;
-    bora_tensor *grad;          /* already scaled by the host's clipping factor */
-    bora_tensor *const *state;  /* one tensor per slot, in the order of ops->slots */
-    bora_tensor *learning_rate; /* 0-d f32 input, the schedule's value this step */
-    bora_tensor *step;          /* 0-d i64 input, the 1-based optimizer step */
+    bora_tensor *param;    /* update it with assign(g, param, new value) */
+    bora_tensor *grad;     /* already scaled by the host's clipping factor */
+    bora_tensor *const *state;   /* one tensor per slot, in the order of ops->slots; assign too */
+    bora_tensor *const *scalars; /* one 0-d f32 input per name in ops->scalars */
 } bora_param_update;
 
 typedef struct bora_optimizer_ops {
@@ -49,8 +57,14 @@ typedef struct bora_optimizer_ops {
     /* Read the optimizer's configuration subtree (optimizer: in YAML). */
     bora_status (*create)(const bora_host *h, const bora_config *cfg, bora_optimizer **out);
     /* Names of the per-parameter state slots, NULL-terminated; saved in checkpoints as
-     * <slot>.<parameter name>. */
+     * <slot>.<parameter name>, zero at the start. */
     const char *const *slots;
+    /* Names of the per-step scalars the update reads, NULL-terminated (e.g. "lr"). */
+    const char *const *scalars;
+    /* Their values for a step (1-based), given the schedule's learning rate; computed on the
+     * host in f64 (bias corrections and the like), so the graph is never rebuilt. */
+    bora_status (*step_scalars)(bora_optimizer *o, int64_t step, double learning_rate,
+                                double *values);
     /* Append the update of one parameter to the apply graph. */
     bora_status (*build_update)(bora_optimizer *o, bora_graph *g, const bora_param_update *u);
     void (*destroy)(bora_optimizer *o);

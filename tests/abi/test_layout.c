@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 7,
+_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 8,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)
@@ -119,7 +119,7 @@ static void layout(void)
                    "bora_attention_opts.head_dim_axis");
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
-    _Static_assert(sizeof(bora_graph_api) == 256, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 264, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -153,6 +153,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, checkpoint) == 232, "bora_graph_api.checkpoint");
     _Static_assert(offsetof(bora_graph_api, extent) == 240, "bora_graph_api.extent");
     _Static_assert(offsetof(bora_graph_api, batch) == 248, "bora_graph_api.batch");
+    _Static_assert(offsetof(bora_graph_api, assign) == 256, "bora_graph_api.assign");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");
@@ -192,7 +193,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_model_ops, build) == 40, "bora_model_ops.build");
     _Static_assert(offsetof(bora_model_ops, destroy) == 48, "bora_model_ops.destroy");
     _Static_assert(offsetof(bora_model_ops, hf_config) == 56, "bora_model_ops.hf_config");
-    _Static_assert(sizeof(bora_param_update) == 56, "size of bora_param_update");
+    _Static_assert(sizeof(bora_param_update) == 48, "size of bora_param_update");
     _Static_assert(offsetof(bora_param_update, struct_size) == 0, "bora_param_update.struct_size");
     _Static_assert(offsetof(bora_param_update, weight_decay) == 4,
                    "bora_param_update.weight_decay");
@@ -200,16 +201,17 @@ static void layout(void)
     _Static_assert(offsetof(bora_param_update, param) == 16, "bora_param_update.param");
     _Static_assert(offsetof(bora_param_update, grad) == 24, "bora_param_update.grad");
     _Static_assert(offsetof(bora_param_update, state) == 32, "bora_param_update.state");
-    _Static_assert(offsetof(bora_param_update, learning_rate) == 40,
-                   "bora_param_update.learning_rate");
-    _Static_assert(offsetof(bora_param_update, step) == 48, "bora_param_update.step");
-    _Static_assert(sizeof(bora_optimizer_ops) == 64, "size of bora_optimizer_ops");
+    _Static_assert(offsetof(bora_param_update, scalars) == 40, "bora_param_update.scalars");
+    _Static_assert(sizeof(bora_optimizer_ops) == 80, "size of bora_optimizer_ops");
     _Static_assert(offsetof(bora_optimizer_ops, hdr) == 0, "bora_optimizer_ops.hdr");
     _Static_assert(offsetof(bora_optimizer_ops, create) == 32, "bora_optimizer_ops.create");
     _Static_assert(offsetof(bora_optimizer_ops, slots) == 40, "bora_optimizer_ops.slots");
-    _Static_assert(offsetof(bora_optimizer_ops, build_update) == 48,
+    _Static_assert(offsetof(bora_optimizer_ops, scalars) == 48, "bora_optimizer_ops.scalars");
+    _Static_assert(offsetof(bora_optimizer_ops, step_scalars) == 56,
+                   "bora_optimizer_ops.step_scalars");
+    _Static_assert(offsetof(bora_optimizer_ops, build_update) == 64,
                    "bora_optimizer_ops.build_update");
-    _Static_assert(offsetof(bora_optimizer_ops, destroy) == 56, "bora_optimizer_ops.destroy");
+    _Static_assert(offsetof(bora_optimizer_ops, destroy) == 72, "bora_optimizer_ops.destroy");
     _Static_assert(sizeof(bora_metric) == 16, "size of bora_metric");
     _Static_assert(offsetof(bora_metric, name) == 0, "bora_metric.name");
     _Static_assert(offsetof(bora_metric, value) == 8, "bora_metric.value");

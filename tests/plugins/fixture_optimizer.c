@@ -24,11 +24,22 @@ static void fixture_destroy(bora_optimizer *o)
 }
 
 static const char *const fixture_slots[] = {"m", NULL};
+static const char *const fixture_scalars[] = {"lr", NULL};
+
+static bora_status fixture_step_scalars(bora_optimizer *o, int64_t step, double lr, double *v)
+{
+    (void)o;
+    (void)step;
+    v[0] = lr;
+    return BORA_OK;
+}
 
 static const bora_optimizer_ops fixture_ops = {
     .hdr = BORA_COMPONENT(bora_optimizer_ops, BORA_KIND_OPTIMIZER, "fixture", "test fixture"),
     .create = fixture_create,
     .slots = fixture_slots,
+    .scalars = fixture_scalars,
+    .step_scalars = fixture_step_scalars,
     .build_update = fixture_update,
     .destroy = fixture_destroy,
 };
