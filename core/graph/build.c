@@ -1511,7 +1511,10 @@ static gval *store_leaf(g_graph *g, long slot, int storage, int state, const cha
     return v;
 }
 
-gval *g_grad_leaf(g_graph *g, long slot) { return store_leaf(g, slot, S_GRAD, 0, "grad"); }
+gval *g_grad_leaf(g_graph *g, long slot)
+{
+    return store_leaf(g, slot, S_GRAD, 0, "grad");
+}
 
 gval *g_state_leaf(g_graph *g, long slot, int k)
 {
@@ -1532,8 +1535,8 @@ static bora_status api_assign(bora_graph *gp, bora_tensor *dst, bora_tensor *val
     g_describe(value, dv, sizeof dv);
     if (g->mode != BORA_MODE_APPLY)
         return g_fail(g, "assign: only apply graphs write parameters (to %s)", dd);
-    if (dst->base != dst || (dst->storage != S_PARAM && dst->storage != S_STATE &&
-                             dst->storage != S_GRAD))
+    if (dst->base != dst ||
+        (dst->storage != S_PARAM && dst->storage != S_STATE && dst->storage != S_GRAD))
         return g_fail(g, "assign: %s is not a parameter, gradient or optimizer state", dd);
     if (value->ndim != dst->ndim)
         return g_fail(g, "assign: %s does not have the axes of %s", dv, dd);

@@ -43,10 +43,10 @@ typedef struct bora_optimizer bora_optimizer; /* an optimizer instance; owned by
 /* What build_update() receives for one parameter. */
 typedef struct bora_param_update {
     uint32_t struct_size;
-    uint32_t weight_decay; /* 1 when the host's decay mask includes this parameter */
-    const char *name;      /* the Hugging Face parameter name */
-    bora_tensor *param;    /* update it with assign(g, param, new value) */
-    bora_tensor *grad;     /* already scaled by the host's clipping factor */
+    uint32_t weight_decay;       /* 1 when the host's decay mask includes this parameter */
+    const char *name;            /* the Hugging Face parameter name */
+    bora_tensor *param;          /* update it with assign(g, param, new value) */
+    bora_tensor *grad;           /* already scaled by the host's clipping factor */
     bora_tensor *const *state;   /* one tensor per slot, in the order of ops->slots; assign too */
     bora_tensor *const *scalars; /* one 0-d f32 input per name in ops->scalars */
 } bora_param_update;

@@ -1,0 +1,122 @@
+/* core/train/apply.c — the apply graph (DESIGN §4, §6): the global gradient norm from f64
+ * partials summed in parameter order, the clipping factor kept on the device
+ * (max / max(norm, max), written with relu), the optimizer's update per parameter, and the
+ * gradients zeroed for the next step. */
+#include "apply.h"
+
+#include "../util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora_optimizer *opt,
+                             double max_grad_norm, bora_apply *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t n_slots = 0, n_scalars = 0;
+    while (ops->slots && ops->slots[n_slots])
+        n_slots++;
+    while (ops->scalars && ops->scalars[n_scalars])
+        n_scalars++;
+    if (n_scalars > 16 || n_slots > 8)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "optimizer '%s' asks for too many scalars or "
+                              "state slots",
+                              ops->hdr.name);
+    store->n_states = n_slots;
+    g_graph *g = g_graph_new(store, BORA_MODE_APPLY);
+    if (!g)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_graph *gp = &g->pub;
+    const bora_graph_api *A = gp->api;
+    out->g = g;
+    out->ops = ops;
+    out->opt = opt;
+    out->n_scalars = n_scalars;
+    gval *scalars[16];
+    for (size_t i = 0; i < n_scalars; i++)
+        scalars[i] = A->input(gp, ops->scalars[i], BORA_DTYPE_F32, 0, NULL);
+
+    /* Every parameter and its gradient; the squared norm in f64, in parameter order. */
+    size_t n = store->n_slots;
+    gval **params = calloc(n ? n : 1, sizeof *params), **grads = calloc(n ? n : 1, sizeof *grads);
+    if (!params || !grads) {
+        free(params);
+        free(grads);
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    }
+    gval *total = NULL;
+    for (size_t i = 0; i < n && !g->status; i++) {
+        const g_slot *s = &store->slots[i];
+        bora_axis axes[BORA_MAX_DIMS];
+        for (int d = 0; d < s->ndim; d++)
+            axes[d] = (bora_axis){s->names[d], s->dims[d]};
+        params[i] = A->param(gp, s->name, s->dtype, s->ndim, axes, s->init, s->flags);
+        grads[i] = g_grad_leaf(g, (long)i);
+        if (!grads[i])
+            break;
+        gval *g64 = A->cast(gp, grads[i], BORA_DTYPE_F64);
+        gval *sq =
+            g64 ? A->reduce(gp, BORA_OP_SUM, bora_mul(gp, g64, g64), s->ndim, s->names) : NULL;
+        total = total ? bora_add(gp, total, sq) : sq;
+    }
+    gval *norm = total ? A->unary(gp, BORA_OP_SQRT, total) : NULL;
+    gval *scale = NULL;
+    if (norm && max_grad_norm > 0) {
+        /* max / (max + relu(norm - max)) = min(1, max / norm), with primitives only */
+        gval *maxv = g_fill(g, norm, max_grad_norm);
+        gval *den = bora_add(gp, maxv, A->unary(gp, BORA_OP_RELU, bora_sub(gp, norm, maxv)));
+        scale = bora_div(gp, maxv, den);
+    }
+    for (size_t i = 0; i < n && !g->status; i++) {
+        const g_slot *s = &store->slots[i];
+        gval *gr = grads[i];
+        if (scale)
+            gr = bora_mul(gp, gr, A->cast(gp, scale, s->dtype));
+        gval *state[8];
+        for (size_t k = 0; k < n_slots; k++)
+            state[k] = g_state_leaf(g, (long)i, (int)k);
+        bora_param_update u = {
+            sizeof u, !(s->flags & BORA_PARAM_NO_DECAY), s->name, params[i], gr, state, scalars};
+        if (ops->build_update(opt, gp, &u) != BORA_OK) {
+            if (!g->status)
+                g_fail(g, "optimizer '%s': %s", ops->hdr.name, bora_error_get());
+            break;
+        }
+    }
+    /* The gradients start from zero again for the next step's micro-batches. */
+    for (size_t i = 0; i < n && !g->status; i++)
+        A->assign(gp, grads[i], g_fill(g, grads[i], 0.0));
+    free(params);
+    free(grads);
+    if (norm && norm->base != norm)
+        norm = A->contiguous(gp, norm);
+    out->grad_norm = norm;
+    g->output = norm;
+    if (!norm && !g->status)
+        g_fail(g, "the model has no parameters");
+    return g->status ? g->status : g_finalize(g);
+}
+
+bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad_norm)
+{
+    double values[16];
+    if (a->ops->step_scalars && a->ops->step_scalars(a->opt, step, lr, values) != BORA_OK)
+        return BORA_ERR_INVALID;
+    for (size_t i = 0; i < a->n_scalars; i++) {
+        float v = (float)values[i];
+        bora_status st = g_set_input(a->g, a->ops->scalars[i], &v, sizeof v);
+        if (st != BORA_OK)
+            return st;
+    }
+    bora_status st = g_run(a->g);
+    if (st == BORA_OK)
+        st = g_read(a->g, a->grad_norm, grad_norm, sizeof *grad_norm);
+    return st;
+}
+
+void bora_apply_free(bora_apply *a)
+{
+    g_graph_free(a->g);
+    memset(a, 0, sizeof *a);
+}
