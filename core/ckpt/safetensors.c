@@ -265,7 +265,7 @@ bora_status bora_st_open_memory(const char *name, const void *data, size_t len,
     st->fd = -1;
     st->memory = data;
     st->path = bora_strdup(name);
-    uint64_t hlen;
+    uint64_t hlen = 0;
     bora_status s = check_lengths(st, data, len, &hlen);
     if (s == BORA_OK)
         s = parse_header(st, (const char *)data + 8, (size_t)hlen);
