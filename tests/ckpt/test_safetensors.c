@@ -90,7 +90,7 @@ int main(void)
     CHECK(bora_st_write(path, e, 6, meta, 1) == BORA_OK);
 
     /* A truncated copy of the same file is refused. */
-    char cut[300];
+    char cut[600];
     snprintf(cut, sizeof cut, "head -c 100 %s > %s/cut.safetensors", path, dir);
     CHECK(system(cut) == 0);
     snprintf(cut, sizeof cut, "%s/cut.safetensors", dir);
