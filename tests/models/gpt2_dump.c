@@ -122,5 +122,18 @@ int main(int argc, char **argv)
     fwrite(cfgbuf, 1, cl, f);
     fclose(f);
     printf("gpt2_dump: %zu parameters, loss sum %.6f\n", n, loss_sum);
+    for (size_t i = 0; i < n; i++)
+        free(gnames[i]);
+    free(gnames);
+    free(params);
+    free(outs);
+    free(lg);
+    g_graph_free(train);
+    g_graph_free(eval);
+    g_store_free(store);
+    mops->destroy(m);
+    bops->destroy(backend);
+    bora_cfg_free(cfg);
+    bora_registry_free(reg);
     return 0;
 }
