@@ -12,27 +12,6 @@
 
 /* ---- normalizers ------------------------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-} sbuf;
-
-static int sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2 + 16;
-        char *p = realloc(b->s, cap);
-        if (!p)
-            return -1;
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-    return 0;
-}
-
 /* Every match of re (or of the literal) in s, as [start, end) byte offsets. */
 typedef struct span {
     size_t a, b;
@@ -103,7 +82,7 @@ static bora_status find_all(pcre2_code *re, const char *literal, const char *s, 
     return BORA_OK;
 }
 
-static bora_status apply_utf8proc(int kind, const char *s, size_t len, sbuf *out)
+static bora_status apply_utf8proc(int kind, const char *s, size_t len, tok_buf *out)
 {
     utf8proc_option_t opt = UTF8PROC_STABLE;
     switch (kind) {
@@ -118,12 +97,12 @@ static bora_status apply_utf8proc(int kind, const char *s, size_t len, sbuf *out
         utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &res, opt);
     if (n < 0)
         return bora_error_set(BORA_ERR_INVALID, "normalizer: %s", utf8proc_errmsg(n));
-    int rc = sb_put(out, (const char *)res, (size_t)n);
+    int rc = tok_buf_put(out, (const char *)res, (size_t)n);
     free(res);
     return rc ? BORA_ERR_NOMEM : BORA_OK;
 }
 
-static bora_status lowercase(const char *s, size_t len, sbuf *out)
+static bora_status lowercase(const char *s, size_t len, tok_buf *out)
 {
     for (size_t i = 0; i < len;) {
         uint32_t cp;
@@ -132,7 +111,7 @@ static bora_status lowercase(const char *s, size_t len, sbuf *out)
             return bora_error_set(BORA_ERR_INVALID, "invalid UTF-8");
         char enc[4];
         size_t el = tok_utf8_put((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), enc);
-        if (sb_put(out, enc, el))
+        if (tok_buf_put(out, enc, el))
             return BORA_ERR_NOMEM;
         i += (size_t)l;
     }
@@ -141,7 +120,7 @@ static bora_status lowercase(const char *s, size_t len, sbuf *out)
 
 bora_status tok_normalize(const tok_norm *n, const char *s, size_t len, char **out, size_t *out_len)
 {
-    sbuf b = {0};
+    tok_buf b = {0};
     bora_status st = BORA_OK;
     switch (n->kind) {
     case TN_SEQUENCE: {
@@ -170,9 +149,9 @@ bora_status tok_normalize(const tok_norm *n, const char *s, size_t len, char **o
         return BORA_OK;
     }
     case TN_PREPEND:
-        if (len && sb_put(&b, n->a, strlen(n->a)))
+        if (len && tok_buf_put(&b, n->a, strlen(n->a)))
             st = BORA_ERR_NOMEM;
-        if (sb_put(&b, s, len))
+        if (tok_buf_put(&b, s, len))
             st = BORA_ERR_NOMEM;
         break;
     case TN_REPLACE: {
@@ -180,11 +159,11 @@ bora_status tok_normalize(const tok_norm *n, const char *s, size_t len, char **o
         st = find_all(n->re, n->a, s, len, &m);
         size_t at = 0;
         for (size_t i = 0; st == BORA_OK && i < m.n; i++) {
-            if (sb_put(&b, s + at, m.v[i].a - at) || sb_put(&b, n->b, strlen(n->b)))
+            if (tok_buf_put(&b, s + at, m.v[i].a - at) || tok_buf_put(&b, n->b, strlen(n->b)))
                 st = BORA_ERR_NOMEM;
             at = m.v[i].b;
         }
-        if (st == BORA_OK && sb_put(&b, s + at, len - at))
+        if (st == BORA_OK && tok_buf_put(&b, s + at, len - at))
             st = BORA_ERR_NOMEM;
         free(m.v);
         break;
@@ -197,7 +176,7 @@ bora_status tok_normalize(const tok_norm *n, const char *s, size_t len, char **o
         while (n->right && e > a &&
                (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n' || s[e - 1] == '\r'))
             e--;
-        if (sb_put(&b, s + a, e - a))
+        if (tok_buf_put(&b, s + a, e - a))
             st = BORA_ERR_NOMEM;
         break;
     }
@@ -207,7 +186,7 @@ bora_status tok_normalize(const tok_norm *n, const char *s, size_t len, char **o
         free(b.s);
         return st;
     }
-    if (!b.s && sb_put(&b, "", 0))
+    if (!b.s && tok_buf_put(&b, "", 0))
         return BORA_ERR_NOMEM;
     *out = b.s;
     *out_len = b.n;
@@ -343,15 +322,15 @@ bora_status tok_pretokenize(const tok_pre *p, tok_pieces *in, tok_pieces *out)
             break;
         }
         case TP_METASPACE: {
-            sbuf b = {0};
+            tok_buf b = {0};
             if (p->prepend == 1 || (p->prepend == 2 && k == 0))
                 if (len && strncmp(s, p->replacement, strlen(p->replacement)))
-                    sb_put(&b, p->replacement, strlen(p->replacement));
+                    tok_buf_put(&b, p->replacement, strlen(p->replacement));
             for (size_t i = 0; i < len; i++)
                 if (s[i] == ' ')
-                    sb_put(&b, p->replacement, strlen(p->replacement));
+                    tok_buf_put(&b, p->replacement, strlen(p->replacement));
                 else
-                    sb_put(&b, s + i, 1);
+                    tok_buf_put(&b, s + i, 1);
             if (tok_pieces_push(out, b.s ? b.s : "", b.n))
                 st = BORA_ERR_NOMEM;
             free(b.s);

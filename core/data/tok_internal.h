@@ -123,6 +123,15 @@ void tok_byte_table_init(void);
 /* The byte a byte-level character stands for, or -1. */
 int tok_char_byte(uint32_t cp);
 
+/* A growable, NUL-terminated byte buffer. */
+typedef struct tok_buf {
+    char *s;
+    size_t n, cap;
+} tok_buf;
+
+/* Append n bytes; -1 when out of memory. */
+int tok_buf_put(tok_buf *b, const char *s, size_t n);
+
 /* Append one piece (copying len bytes). */
 int tok_pieces_push(tok_pieces *v, const char *s, size_t len);
 void tok_pieces_free(tok_pieces *v);

@@ -887,12 +887,8 @@ static bora_status parse_model(const char *name, json_object *model, bora_tokeni
     return BORA_OK;
 }
 
-typedef struct buf {
-    char *s;
-    size_t n, cap;
-} buf;
-static bora_status decode_raw(const bora_tokenizer *t, const int32_t *ids, size_t n, buf *out);
-static void buf_free(buf *b);
+static bora_status decode_raw(const bora_tokenizer *t, const int32_t *ids, size_t n, tok_buf *out);
+static void tok_buf_free(tok_buf *b);
 
 /* Per-token decoded byte lengths: each token alone through the decoder, less Strip. */
 static bora_status token_lengths(bora_tokenizer *t)
@@ -907,12 +903,12 @@ static bora_status token_lengths(bora_tokenizer *t)
          * metaspace counts as the space it decodes to (Strip, which drops the one a normalizer
          * prepends to a text, is left out: that byte is counted once per text). */
         int32_t one = (int32_t)id;
-        buf raw = {0};
+        tok_buf raw = {0};
         bora_status st = decode_raw(t, &one, 1, &raw);
         if (st != BORA_OK)
             return st;
         t->token_bytes[id] = (uint32_t)raw.n;
-        buf_free(&raw);
+        tok_buf_free(&raw);
     }
     return BORA_OK;
 }
@@ -1107,7 +1103,7 @@ bora_status bora_tokenizer_load(const char *path, bora_tokenizer **out)
     size_t len;
     char *text = slurp(path, &len);
     if (!text)
-        return bora_error_get()[0] ? BORA_ERR_IO : BORA_ERR_IO;
+        return BORA_ERR_IO; /* slurp said why */
     bora_status s = bora_tokenizer_load_json(path, text, len, out);
     free(text);
     return s;
@@ -1143,15 +1139,15 @@ void bora_tokenizer_free(bora_tokenizer *t)
 
 /* ---- decoding ---------------------------------------------------------------------------- */
 
-static void buf_free(buf *b)
+static void tok_buf_free(tok_buf *b)
 {
     free(b->s);
 }
 
-static int buf_put(buf *b, const char *s, size_t n)
+int tok_buf_put(tok_buf *b, const char *s, size_t n)
 {
     if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
+        size_t cap = (b->n + n + 1) * 2 + 16;
         char *p = realloc(b->s, cap);
         if (!p)
             return -1;
@@ -1166,19 +1162,19 @@ static int buf_put(buf *b, const char *s, size_t n)
 
 /* One token's text through the per-token decoder steps (ByteLevel, Replace, ByteFallback,
  * Metaspace); Fuse and Strip act on the whole. */
-static void decode_token(const bora_tokenizer *t, int32_t id, buf *out, int first)
+static void decode_token(const bora_tokenizer *t, int32_t id, tok_buf *out, int first)
 {
     const char *s = t->tokens[id];
     size_t n = strlen(s);
     if (t->is_special[id] || !t->n_dec) {
-        buf_put(out, s, n);
+        tok_buf_put(out, s, n);
         return;
     }
-    buf cur = {0};
-    buf_put(&cur, s, n);
+    tok_buf cur = {0};
+    tok_buf_put(&cur, s, n);
     for (int k = 0; k < t->n_dec; k++) {
         const tok_dec *d = &t->dec[k];
-        buf next = {0};
+        tok_buf next = {0};
         if (d->kind == TD_BYTELEVEL) {
             for (size_t i = 0; i < cur.n;) {
                 uint32_t cp;
@@ -1186,9 +1182,9 @@ static void decode_token(const bora_tokenizer *t, int32_t id, buf *out, int firs
                 int byte = l ? tok_char_byte(cp) : -1;
                 if (byte >= 0) {
                     char c = (char)byte;
-                    buf_put(&next, &c, 1);
+                    tok_buf_put(&next, &c, 1);
                 } else {
-                    buf_put(&next, cur.s + i, l ? (size_t)l : 1);
+                    tok_buf_put(&next, cur.s + i, l ? (size_t)l : 1);
                 }
                 i += l ? (size_t)l : 1;
             }
@@ -1198,10 +1194,10 @@ static void decode_token(const bora_tokenizer *t, int32_t id, buf *out, int firs
             for (size_t i = 0; i < cur.n;) {
                 if (pl && i + pl <= cur.n && !memcmp(cur.s + i, pat, pl)) {
                     if (!(d->kind == TD_METASPACE && first && i == 0))
-                        buf_put(&next, rep, strlen(rep));
+                        tok_buf_put(&next, rep, strlen(rep));
                     i += pl;
                 } else {
-                    buf_put(&next, cur.s + i, 1);
+                    tok_buf_put(&next, cur.s + i, 1);
                     i++;
                 }
             }
@@ -1209,26 +1205,26 @@ static void decode_token(const bora_tokenizer *t, int32_t id, buf *out, int firs
             unsigned v;
             if (cur.n == 6 && sscanf(cur.s, "<0x%2X>", &v) == 1 && cur.s[5] == '>') {
                 char c = (char)v;
-                buf_put(&next, &c, 1);
+                tok_buf_put(&next, &c, 1);
             } else {
-                buf_put(&next, cur.s, cur.n);
+                tok_buf_put(&next, cur.s, cur.n);
             }
         } else {
-            buf_put(&next, cur.s, cur.n);
+            tok_buf_put(&next, cur.s, cur.n);
         }
         free(cur.s);
         cur = next;
         if (!cur.s)
-            buf_put(&cur, "", 0);
+            tok_buf_put(&cur, "", 0);
     }
-    buf_put(out, cur.s, cur.n);
+    tok_buf_put(out, cur.s, cur.n);
     free(cur.s);
 }
 
 /* The bytes ids stand for, before any repair of partial UTF-8 characters. */
-static bora_status decode_raw(const bora_tokenizer *t, const int32_t *ids, size_t n, buf *out)
+static bora_status decode_raw(const bora_tokenizer *t, const int32_t *ids, size_t n, tok_buf *out)
 {
-    buf_put(out, "", 0);
+    tok_buf_put(out, "", 0);
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || (size_t)ids[i] >= t->vocab_size) {
             free(out->s);
@@ -1243,20 +1239,20 @@ static bora_status decode_raw(const bora_tokenizer *t, const int32_t *ids, size_
 bora_status bora_tokenizer_decode(const bora_tokenizer *t, const int32_t *ids, size_t n,
                                   char **text, size_t *len)
 {
-    buf out = {0};
+    tok_buf out = {0};
     bora_status st = decode_raw(t, ids, n, &out);
     if (st != BORA_OK)
         return st;
     /* Bytes that do not form UTF-8 (a partial character) become U+FFFD, as Hugging Face does. */
-    buf clean = {0};
-    buf_put(&clean, "", 0);
+    tok_buf clean = {0};
+    tok_buf_put(&clean, "", 0);
     for (size_t i = 0; i < out.n;) {
         uint32_t cp;
         int l = tok_utf8_len((const unsigned char *)out.s + i, out.n - i, &cp);
         if (l)
-            buf_put(&clean, out.s + i, (size_t)l);
+            tok_buf_put(&clean, out.s + i, (size_t)l);
         else
-            buf_put(&clean, "\xef\xbf\xbd", 3);
+            tok_buf_put(&clean, "\xef\xbf\xbd", 3);
         i += l ? (size_t)l : 1;
     }
     free(out.s);
