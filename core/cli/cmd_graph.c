@@ -19,26 +19,6 @@ static void human(char *buf, size_t cap, size_t bytes)
         snprintf(buf, cap, "%zu B", bytes);
 }
 
-/* The backend trainer.backend names, or the highest probe() for auto. */
-static const bora_entry *pick_backend(const bora_registry *reg, const char *name)
-{
-    if (strcmp(name, "auto") != 0)
-        return bora_registry_find(reg, BORA_KIND_BACKEND, name);
-    const bora_entry *best = NULL;
-    int32_t best_score = 0;
-    for (size_t i = 0; i < reg->n_entries; i++) {
-        const bora_entry *e = &reg->entries[i];
-        if (e->kind != BORA_KIND_BACKEND)
-            continue;
-        int32_t score = ((const bora_backend_ops *)e->ops)->probe(&e->file->host);
-        if (score > best_score)
-            best = e, best_score = score;
-    }
-    if (!best)
-        bora_error_set(BORA_ERR_NOT_FOUND, "no backend can run here (see bora plugins)");
-    return best;
-}
-
 static void report(const char *what, const g_graph *g)
 {
     size_t kernels = 0;
@@ -89,7 +69,7 @@ int bora_cmd_graph(const bora_cli *cli)
     int64_t seed = 0;
     bora_cfg_string(trainer, "backend", "auto", &backend_name);
     bora_cfg_int(trainer, "seed", 0, &seed);
-    const bora_entry *be_entry = pick_backend(reg, backend_name);
+    const bora_entry *be_entry = bora_registry_pick_backend(reg, backend_name);
     if (!be_entry) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;

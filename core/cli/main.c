@@ -16,8 +16,17 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"train", NULL, "train a model from a YAML configuration",
-     "bora train CONFIG.yaml [--section.key=value ...]\n"},
+    {"train", bora_cmd_train, "train a model from a YAML configuration",
+     "bora train CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...] [--force]\n"
+     "\n"
+     "Trains the model the configuration describes, printing a line per step (loss, learning\n"
+     "rate, gradient norm, tokens/s) and saving checkpoints to\n"
+     "{trainer.checkpointer.base_path}/{trainer.id}/step-N. A run id that already has\n"
+     "checkpoints resumes from the latest one, to the same bits as a run never stopped.\n"
+     "Ctrl-C (or SIGTERM) finishes the step, saves a checkpoint and exits.\n"
+     "\n"
+     "  --force   resume even where the checkpoint was made by a different configuration,\n"
+     "            thread count, CPU or build (the result is then not bitwise the same)\n"},
     {"eval", NULL, "loss and bits per byte of a checkpoint on the validation set",
      "bora eval CONFIG.yaml --checkpoint DIR\n"},
     {"generate", NULL, "sample text from a checkpoint",

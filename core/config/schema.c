@@ -59,8 +59,20 @@ static const bora_key model_keys[] = {
     {NULL, 0, 0, NULL, NULL},
 };
 
+/* Keys every optimizer has: the loop reads them (the learning-rate schedule and clipping). */
 static const bora_key optimizer_keys[] = {
     {"type", BORA_KEY_STRING, 0, NULL, "the optimizer: an optimizer plugin's name"},
+    {"learning_rate", BORA_KEY_FLOAT, 0, "6e-4", "peak learning rate (the schedule scales it)"},
+    {"lr_schedule", BORA_KEY_STRING, 0, "cosine",
+     "after warmup: constant, cosine, linear, inv_sqrt or wsd (warmup-stable-decay)"},
+    {"warmup", BORA_KEY_FLOAT, 0, "0.01",
+     "warmup from 0 to the peak: a fraction of num_train_steps if below 1, else steps"},
+    {"decay", BORA_KEY_FLOAT, 0, "null",
+     "steps (or fraction if below 1) of the final decay; earlier steps stay at the peak. "
+     "null decays over everything after warmup (wsd: the last 0.2)"},
+    {"min_lr_ratio", BORA_KEY_FLOAT, 0, "0.1", "the rate decay ends at, as a fraction of the peak"},
+    {"max_grad_norm", BORA_KEY_FLOAT, 0, "1.0",
+     "clip the global gradient norm to this; 0 or null turns clipping off"},
     {NULL, 0, 0, NULL, NULL},
 };
 
@@ -92,6 +104,38 @@ const bora_section *bora_section_find(const char *name)
 
 /* ---- checking --------------------------------------------------------------------------- */
 
+/* The keys a component's map may hold: those bora reads from every component of its kind (the
+ * optimizer's schedule keys, without `type`), then its plugin's (less any a core key repeats). Allocated with the configuration; the plugin's array when there are none. */
+static const bora_key *component_keys(bora_config *node, int kind, const bora_entry *e)
+{
+    const bora_key *core = NULL;
+    for (const bora_section *s = sections; s->name; s++)
+        if (s->kind == kind)
+            core = s->keys;
+    size_t n_core = 0, n_plugin = 0;
+    for (const bora_key *k = core; k && k->name; k++)
+        n_core += strcmp(k->name, "type") != 0;
+    for (const bora_key *k = e->ops->keys; k && k->name; k++)
+        n_plugin++;
+    if (!n_core)
+        return e->ops->keys;
+    bora_key *all = cfg_alloc(node->cfg, (n_core + n_plugin + 1) * sizeof *all);
+    if (!all)
+        return e->ops->keys;
+    size_t n = 0;
+    for (const bora_key *k = core; k->name; k++)
+        if (strcmp(k->name, "type") != 0)
+            all[n++] = *k;
+    for (const bora_key *k = e->ops->keys; k && k->name; k++) {
+        int dup = 0;
+        for (size_t i = 0; i < n_core && !dup; i++)
+            dup = !strcmp(all[i].name, k->name);
+        if (!dup)
+            all[n++] = *k;
+    }
+    return all;
+}
+
 bora_status bora_config_select(bora_config *node, int kind, const bora_registry *reg,
                                const bora_entry **out)
 {
@@ -121,7 +165,7 @@ bora_status bora_config_select(bora_config *node, int kind, const bora_registry 
     }
     char label[320];
     snprintf(label, sizeof label, "%s (%s)", path, type);
-    bora_cfg_claim(node, label, e->ops->keys);
+    bora_cfg_claim(node, label, component_keys(node, kind, e));
     *out = e;
     return BORA_OK;
 }
@@ -133,8 +177,8 @@ static bora_status check_component(bora_config *node, int kind, const bora_regis
     bora_status st = bora_config_select(node, kind, reg, &e);
     if (st != BORA_OK)
         return st;
-    st = bora_cfg_check_declared(node, e->ops->keys);
-    if (fill && bora_cfg_fill_defaults(node, e->ops->keys) != BORA_OK)
+    st = bora_cfg_check_declared(node, node->schema);
+    if (fill && bora_cfg_fill_defaults(node, node->schema) != BORA_OK)
         st = BORA_ERR_CONFIG;
     return st;
 }

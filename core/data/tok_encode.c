@@ -57,7 +57,9 @@ static bora_status find_all(pcre2_code *re, const char *literal, const char *s, 
         return BORA_ERR_NOMEM;
     size_t at = 0;
     while (at <= len) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, len, at, 0, md, NULL);
+        /* The subject's UTF-8 is checked once: checking at every match would cost its whole
+         * length each time. */
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, len, at, at ? PCRE2_NO_UTF_CHECK : 0, md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
         if (rc < 0) {

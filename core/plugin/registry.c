@@ -544,3 +544,23 @@ void bora_registry_free(bora_registry *reg)
     free(reg->dirs);
     free(reg);
 }
+
+/* The backend trainer.backend names, or the highest probe() for auto. */
+const bora_entry *bora_registry_pick_backend(const bora_registry *reg, const char *name)
+{
+    if (strcmp(name, "auto") != 0)
+        return bora_registry_find(reg, BORA_KIND_BACKEND, name);
+    const bora_entry *best = NULL;
+    int32_t best_score = 0;
+    for (size_t i = 0; i < reg->n_entries; i++) {
+        const bora_entry *e = &reg->entries[i];
+        if (e->kind != BORA_KIND_BACKEND)
+            continue;
+        int32_t score = ((const bora_backend_ops *)e->ops)->probe(&e->file->host);
+        if (score > best_score)
+            best = e, best_score = score;
+    }
+    if (!best)
+        bora_error_set(BORA_ERR_NOT_FOUND, "no backend can run here (see bora plugins)");
+    return best;
+}

@@ -83,6 +83,9 @@ bora_status bora_registry_add_component(bora_plugin_file *f, const bora_componen
 /* The component (kind, name), or NULL with an error message saying why: unknown (listing the
  * available names), or provided by a file that could not be loaded (with the reason). */
 const bora_entry *bora_registry_find(const bora_registry *reg, int kind, const char *name);
+/* The backend a configuration names, or for "auto" the one whose probe() scores highest; NULL
+ * with the error set when there is none. */
+const bora_entry *bora_registry_pick_backend(const bora_registry *reg, const char *name);
 
 /* Host-side names of kinds ("model", "optimizer", "backend", "tracker"). */
 const char *bora_kind_name(int kind);

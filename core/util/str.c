@@ -85,3 +85,27 @@ void bora_json_string(FILE *out, const char *s)
     }
     fputc('"', out);
 }
+
+uint64_t bora_fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+int bora_hash_file(const char *path, uint64_t *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    uint64_t h = BORA_FNV_SEED;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        h = bora_fnv1a(h, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    *out = h;
+    return bad ? -1 : 0;
+}

@@ -3,6 +3,7 @@
 #define BORA_CORE_STR_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 char *bora_strdup(const char *s); /* NULL for NULL or out of memory */
@@ -11,5 +12,11 @@ char *bora_path_join(const char *dir, const char *name); /* "dir/name", malloc'e
 int bora_same_file(const char *a, const char *b);        /* same inode (both exist) */
 size_t bora_edit_distance(const char *a, const char *b); /* Levenshtein, capped at 64 chars */
 void bora_json_string(FILE *out, const char *s);         /* s as a quoted JSON string */
+
+#define BORA_FNV_SEED 1469598103934665603ull
+/* FNV-1a, 64-bit, continuing from h (start with BORA_FNV_SEED). */
+uint64_t bora_fnv1a(uint64_t h, const void *data, size_t n);
+/* The FNV-1a hash of a file's bytes; -1 when it cannot be read. */
+int bora_hash_file(const char *path, uint64_t *out);
 
 #endif

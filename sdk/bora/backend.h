@@ -106,6 +106,11 @@ typedef struct bora_backend_ops {
     bora_status (*all_reduce)(bora_backend *b, void *data, size_t count, int32_t dtype, int32_t op);
     bora_status (*broadcast)(bora_backend *b, void *data, size_t count, int32_t dtype,
                              int32_t root);
+
+    /* (optional) One line naming what this instance's results depend on besides the inputs,
+     * e.g. "2 threads, oneDNN 2.6.3"; recorded in checkpoints, where a resume that differs is
+     * refused. Writes a NUL-terminated string of at most cap bytes. */
+    void (*describe)(bora_backend *b, char *buf, size_t cap);
 } bora_backend_ops;
 
 #ifdef __cplusplus

@@ -173,7 +173,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_kernel_args, workspace) == 40, "bora_kernel_args.workspace");
     _Static_assert(offsetof(bora_kernel_args, workspace_size) == 48,
                    "bora_kernel_args.workspace_size");
-    _Static_assert(sizeof(bora_backend_ops) == 128, "size of bora_backend_ops");
+    _Static_assert(sizeof(bora_backend_ops) == 136, "size of bora_backend_ops");
     _Static_assert(offsetof(bora_backend_ops, hdr) == 0, "bora_backend_ops.hdr");
     _Static_assert(offsetof(bora_backend_ops, probe) == 32, "bora_backend_ops.probe");
     _Static_assert(offsetof(bora_backend_ops, create) == 40, "bora_backend_ops.create");
@@ -187,6 +187,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_backend_ops, synchronize) == 104, "bora_backend_ops.synchronize");
     _Static_assert(offsetof(bora_backend_ops, all_reduce) == 112, "bora_backend_ops.all_reduce");
     _Static_assert(offsetof(bora_backend_ops, broadcast) == 120, "bora_backend_ops.broadcast");
+    _Static_assert(offsetof(bora_backend_ops, describe) == 128, "bora_backend_ops.describe");
     _Static_assert(sizeof(bora_model_ops) == 64, "size of bora_model_ops");
     _Static_assert(offsetof(bora_model_ops, hdr) == 0, "bora_model_ops.hdr");
     _Static_assert(offsetof(bora_model_ops, create) == 32, "bora_model_ops.create");

@@ -3,7 +3,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cpu.h"
 
+#include <dnnl.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,6 +81,15 @@ static bora_status cpu_copy_out(bora_backend *b, void *dst, bora_buffer *src, si
     return BORA_OK;
 }
 
+/* What the bits depend on: the thread count fixes every partition, and oneDNN's version and
+ * the instruction set it dispatches to fix the matmuls' summation order. */
+static void cpu_describe(bora_backend *b, char *buf, size_t cap)
+{
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(buf, cap, "%d threads, oneDNN %d.%d.%d (%s)", b->num_threads, v->major, v->minor,
+             v->patch, v->hash ? v->hash : "");
+}
+
 static const bora_backend_ops cpu_ops = {
     .hdr = {sizeof(bora_backend_ops), BORA_KIND_BACKEND, "cpu",
             "CPU: C kernels with OpenMP, f32 matmuls on oneDNN", cpu_keys},
@@ -91,6 +102,7 @@ static const bora_backend_ops cpu_ops = {
     .copy_in = cpu_copy_in,
     .copy_out = cpu_copy_out,
     .kernel = cpu_kernel,
+    .describe = cpu_describe,
 };
 
 static bora_status cpu_init(const bora_host *h)

@@ -14,7 +14,6 @@ typedef struct adamw {
 } adamw;
 
 static const bora_key adamw_keys[] = {
-    {"learning_rate", BORA_KEY_FLOAT, 0, "6e-4", "peak learning rate (the schedule scales it)"},
     {"beta1", BORA_KEY_FLOAT, 0, "0.9", "decay of the first moment"},
     {"beta2", BORA_KEY_FLOAT, 0, "0.95", "decay of the second moment"},
     {"epsilon", BORA_KEY_FLOAT, 0, "1e-8", "added to the second moment's square root"},

@@ -1,0 +1,853 @@
+/* core/train/trainer.c — the training loop (see trainer.h). */
+#include "trainer.h"
+
+#include "../ckpt/checkpoint.h"
+#include "../config/schema.h"
+#include "../data/loader.h"
+#include "../graph/graph.h"
+#include "../util/log.h"
+#include "../util/str.h"
+#include "apply.h"
+#include "bora_version.h"
+#include "schedule.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct keep_rule {
+    int64_t every, until; /* until < 0: forever */
+} keep_rule;
+
+typedef struct tracker {
+    const bora_tracker_ops *ops;
+    bora_tracker *t;
+    const char *name;
+} tracker;
+
+typedef struct trainer {
+    bora_cfg *cfg;
+    bora_registry *reg;
+    /* settings */
+    int64_t steps, batch, micro, seed;
+    int crash_on_nan;
+    const char *run_id, *base_path, *load_checkpoint;
+    char run_dir[4096], id_buf[64];
+    double save_interval, max_grad_norm;
+    keep_rule *keep;
+    size_t n_keep;
+    bora_schedule sched;
+    /* components */
+    const bora_entry *be_entry, *model_entry, *opt_entry;
+    bora_backend *be;
+    bora_model *model;
+    bora_optimizer *opt;
+    g_store *store;
+    g_graph *train;
+    bora_apply apply;
+    int apply_built;
+    bora_tokenizer *tok;
+    bora_loader *loader;
+    tracker *trackers;
+    size_t n_trackers;
+    /* one micro-batch */
+    int64_t seq_len;
+    int32_t *ids, *targets, *segs;
+    /* what a checkpoint records */
+    char *config_json, *record_json;
+    int force;
+} trainer;
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- settings ------------------------------------------------------------------------------ */
+
+/* Give the model the tokenizer's vocabulary size unless the configuration sets one. */
+static bora_status vocab_from_tokenizer(trainer *t, bora_config *root)
+{
+    bora_config *mnode = bora_cfg_child(root, "model"), *data = bora_cfg_child(root, "data");
+    const char *type = NULL, *tok_path = NULL;
+    if (!mnode || mnode->kind != BORA_NODE_MAP || !data || data->kind != BORA_NODE_MAP)
+        return BORA_OK; /* the check reports it */
+    if (bora_cfg_string(mnode, "type", NULL, &type) != BORA_OK || !type ||
+        bora_cfg_string(data, "tokenizer", "", &tok_path) != BORA_OK || !tok_path || !*tok_path)
+        return BORA_OK;
+    if (bora_tokenizer_load(tok_path, &t->tok) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "data.tokenizer: %s", bora_error_get());
+    const bora_entry *e = bora_registry_find(t->reg, BORA_KIND_MODEL, type);
+    int declares = 0;
+    for (const bora_key *k = e ? e->ops->keys : NULL; k && k->name; k++)
+        declares |= !strcmp(k->name, "vocab_size");
+    size_t vocab = bora_tokenizer_vocab_size(t->tok);
+    if (!declares)
+        return BORA_OK;
+    bora_config *given = bora_cfg_child(mnode, "vocab_size");
+    if (!given || given->kind == BORA_NODE_NULL) {
+        char v[32];
+        snprintf(v, sizeof v, "%zu", vocab);
+        return bora_cfg_override(t->cfg, "model.vocab_size", v);
+    }
+    int64_t n;
+    if (bora_cfg_int(mnode, "vocab_size", 0, &n) == BORA_OK && n < (int64_t)vocab)
+        bora_cfg_error(t->cfg, given,
+                       "model.vocab_size: %lld is smaller than the tokenizer's vocabulary (%zu)",
+                       (long long)n, vocab);
+    return BORA_OK;
+}
+
+static bora_status read_keep(trainer *t, bora_config *cp)
+{
+    bora_config *keep = bora_cfg_child(cp, "keep");
+    if (!keep || keep->kind == BORA_NODE_NULL)
+        return BORA_OK;
+    if (keep->kind != BORA_NODE_LIST)
+        return bora_cfg_error(t->cfg, keep,
+                              "trainer.checkpointer.keep: expected a list of {every: N, until: M}");
+    t->keep = calloc(keep->n ? keep->n : 1, sizeof *t->keep);
+    if (!t->keep)
+        return BORA_ERR_NOMEM;
+    for (size_t i = 0; i < keep->n; i++) {
+        bora_config *r = bora_cfg_at(keep, i);
+        if (r->kind != BORA_NODE_MAP) {
+            bora_cfg_error(t->cfg, r, "trainer.checkpointer.keep: expected {every: N, until: M}");
+            continue;
+        }
+        int64_t every = 0, until = -1;
+        bora_cfg_int(r, "every", 0, &every);
+        bora_cfg_int(r, "until", -1, &until);
+        for (size_t k = 0; k < r->n; k++)
+            if (strcmp(r->keys[k], "every") && strcmp(r->keys[k], "until"))
+                bora_cfg_error(t->cfg, r->values[k],
+                               "trainer.checkpointer.keep: unknown key '%s' (every, until)",
+                               r->keys[k]);
+        if (every < 1)
+            bora_cfg_error(t->cfg, r, "trainer.checkpointer.keep: 'every' must be 1 or more");
+        t->keep[t->n_keep++] = (keep_rule){every, until};
+    }
+    return BORA_OK;
+}
+
+static int permanent(const trainer *t, int64_t step)
+{
+    if (step == t->steps)
+        return 1;
+    for (size_t i = 0; i < t->n_keep; i++)
+        if (step % t->keep[i].every == 0 && (t->keep[i].until < 0 || step <= t->keep[i].until))
+            return 1;
+    return 0;
+}
+
+static bora_status read_settings(trainer *t, bora_config *root)
+{
+    bora_cfg *cfg = t->cfg;
+    bora_config *tr = bora_cfg_child(root, "trainer"), *cp = bora_cfg_child(tr, "checkpointer");
+    bora_config *op = bora_cfg_child(root, "optimizer");
+    bora_cfg_int(tr, "num_train_steps", 10000, &t->steps);
+    bora_cfg_int(tr, "train_batch_size", 512, &t->batch);
+    bora_cfg_int(tr, "per_device_parallelism", -1, &t->micro);
+    bora_cfg_int(tr, "seed", 0, &t->seed);
+    bora_cfg_bool(tr, "crash_on_nan", 1, &t->crash_on_nan);
+    bora_cfg_string(tr, "id", "", &t->run_id);
+    bora_cfg_string(tr, "load_checkpoint", "", &t->load_checkpoint);
+    bora_cfg_string(cp, "base_path", "checkpoints", &t->base_path);
+    bora_cfg_duration(cp, "save_interval", 900, &t->save_interval);
+    read_keep(t, cp);
+    if (t->steps < 1)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "num_train_steps"),
+                       "trainer.num_train_steps: must be 1 or more");
+    if (t->batch < 1)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "train_batch_size"),
+                       "trainer.train_batch_size: must be 1 or more");
+    if (t->micro == -1 || t->micro > t->batch)
+        t->micro = t->batch;
+    if (t->micro < 1 || t->batch % t->micro)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "per_device_parallelism"),
+                       "trainer.per_device_parallelism: %lld does not divide train_batch_size "
+                       "(%lld)",
+                       (long long)t->micro, (long long)t->batch);
+    double lr, warmup, decay = 0, min_ratio;
+    const char *schedule;
+    bora_cfg_float(op, "learning_rate", 6e-4, &lr);
+    bora_cfg_string(op, "lr_schedule", "cosine", &schedule);
+    bora_cfg_float(op, "warmup", 0.01, &warmup);
+    bora_config *dn = bora_cfg_child(op, "decay");
+    int decay_given = dn && dn->kind != BORA_NODE_NULL;
+    bora_cfg_float(op, "decay", 0, &decay);
+    bora_cfg_float(op, "min_lr_ratio", 0.1, &min_ratio);
+    bora_cfg_float(op, "max_grad_norm", 1.0, &t->max_grad_norm);
+    if (bora_cfg_error_count(cfg))
+        return BORA_ERR_CONFIG;
+    if (bora_schedule_init(&t->sched, schedule, lr, warmup, decay, decay_given, min_ratio,
+                           t->steps) != BORA_OK)
+        return bora_cfg_error(cfg, op, "%s", bora_error_get());
+    if (!*t->run_id) {
+        /* A new id: the time it started and the process, e.g. 20261122-181530-4f2a. */
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(t->id_buf, sizeof t->id_buf, "%s-%04x", stamp,
+                 (unsigned)((uint32_t)getpid() * 2654435761u >> 16) & 0xffff);
+        t->run_id = t->id_buf;
+    } else if (strchr(t->run_id, '/') || !strcmp(t->run_id, ".") || !strcmp(t->run_id, "..")) {
+        return bora_cfg_error(cfg, bora_cfg_child(tr, "id"),
+                              "trainer.id: '%s' is not a valid run id (no '/', not . or ..)",
+                              t->run_id);
+    }
+    if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%s", t->base_path, t->run_id) >=
+        (int)sizeof t->run_dir)
+        return bora_cfg_error(cfg, cp, "trainer.checkpointer.base_path: too long");
+    return BORA_OK;
+}
+
+/* ---- what a checkpoint records ------------------------------------------------------------- */
+
+static void cpu_model(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v += 1 + (v[1] == ' ');
+                v[strcspn(v, "\n")] = 0;
+                snprintf(buf, cap, "%s", v);
+            }
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+static void cpu_isa(char *buf, size_t cap)
+{
+    buf[0] = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    size_t at = 0;
+#define ISA(name)                                 \
+    if (__builtin_cpu_supports(name) && at < cap) \
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? " " : "", name);
+    ISA("sse4.2")
+    ISA("avx") ISA("avx2") ISA("fma") ISA("avx512f") ISA("avx512bw") ISA("avx512vl")
+        ISA("avx512bf16")
+#undef ISA
+#else
+    snprintf(buf, cap, "%s", "unknown");
+#endif
+}
+
+static void json_kv(FILE *f, const char *key, const char *value, int comma)
+{
+    bora_json_string(f, key);
+    fputs(": ", f);
+    bora_json_string(f, value);
+    if (comma)
+        fputs(", ", f);
+}
+
+/* One component's plugin: "name version fnv:HASH". */
+static void plugin_line(char *buf, size_t cap, const bora_entry *e)
+{
+    uint64_t h = 0;
+    if (bora_hash_file(e->file->path, &h) != 0)
+        h = 0;
+    snprintf(buf, cap, "%s %s fnv:%016" PRIx64, e->file->name ? e->file->name : "?",
+             e->file->version ? e->file->version : "?", h);
+}
+
+static bora_status make_record(trainer *t)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    char buf[1024], backend[512] = "";
+    uint64_t host_hash = 0;
+    if (bora_hash_file("/proc/self/exe", &host_hash) != 0)
+        host_hash = 0;
+    const bora_backend_ops *bops = (const bora_backend_ops *)t->be_entry->ops;
+    if (bops->describe)
+        bops->describe(t->be, backend, sizeof backend);
+    fputs("{", f);
+    snprintf(buf, sizeof buf, "bora %s (%s) fnv:%016" PRIx64, BORA_VERSION, BORA_GIT_COMMIT,
+             host_hash);
+    json_kv(f, "host", buf, 1);
+    cpu_model(buf, sizeof buf);
+    json_kv(f, "cpu", buf, 1);
+    cpu_isa(buf, sizeof buf);
+    json_kv(f, "isa", buf, 1);
+    snprintf(buf, sizeof buf, "%s: %s", t->be_entry->ops->name, backend);
+    json_kv(f, "backend", buf, 1);
+    plugin_line(buf, sizeof buf, t->be_entry);
+    json_kv(f, "backend_plugin", buf, 1);
+    plugin_line(buf, sizeof buf, t->model_entry);
+    json_kv(f, "model_plugin", buf, 1);
+    plugin_line(buf, sizeof buf, t->opt_entry);
+    json_kv(f, "optimizer_plugin", buf, 1);
+    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (%lld tokens, %lld windows)",
+             bora_loader_hash(t->loader), (long long)bora_loader_tokens(t->loader),
+             (long long)bora_loader_windows(t->loader));
+    json_kv(f, "data", buf, 0);
+    fputs("}", f);
+    if (fclose(f) != 0 || !text)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    t->record_json = text;
+    /* The resolved configuration, as JSON. */
+    text = NULL;
+    f = open_memstream(&text, &len);
+    if (!f)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_cfg_write_json(bora_cfg_root(t->cfg), f);
+    if (fclose(f) != 0 || !text)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    t->config_json = text;
+    return BORA_OK;
+}
+
+static char *trainer_json(const trainer *t, int64_t step)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "{\n  \"format\": \"bora-checkpoint-1\",\n  \"step\": %" PRId64 ",\n  \"run_id\": ",
+            step);
+    bora_json_string(f, t->run_id);
+    /* Initialisation and data order are counter-based functions of (seed, name, index) and
+     * (seed, batch): the seed and the step are the whole random state. */
+    fprintf(f,
+            ",\n  \"rng\": {\"generator\": \"philox4x32-10\", \"seed\": %" PRId64
+            ", \"next_batch\": %" PRId64 "},\n",
+            t->seed, step);
+    fprintf(f, "  \"determinism\": %s,\n  \"config\": %s\n}\n", t->record_json, t->config_json);
+    if (fclose(f) != 0)
+        return NULL;
+    return text;
+}
+
+/* Configuration keys that change nothing a step computes: who logs and where checkpoints go. */
+static int ignorable(const char *path)
+{
+    static const char *const keys[] = {"trainer.tracker", "trainer.checkpointer", "trainer.id",
+                                       "trainer.load_checkpoint", NULL};
+    for (const char *const *k = keys; *k; k++) {
+        size_t n = strlen(*k);
+        if (!strncmp(path, *k, n) && (path[n] == 0 || path[n] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Append the paths where a and b differ (objects key by key; anything else whole). */
+static void diff_json(json_object *a, json_object *b, const char *path, FILE *out, int *n)
+{
+    if (json_object_is_type(a, json_type_object) && json_object_is_type(b, json_type_object)) {
+        json_object_object_foreach(a, key, va)
+        {
+            char sub[512];
+            snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", key);
+            json_object *vb = NULL;
+            json_object_object_get_ex(b, key, &vb);
+            diff_json(va, vb, sub, out, n);
+        }
+        json_object_object_foreach(b, key2, vb2)
+        {
+            (void)vb2;
+            if (!json_object_object_get_ex(a, key2, NULL)) {
+                char sub[512];
+                snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", key2);
+                diff_json(NULL, vb2, sub, out, n);
+            }
+        }
+        return;
+    }
+    if (json_object_equal(a, b) || ignorable(path))
+        return;
+    if (++*n <= 8)
+        fprintf(out, "\n  %s: %s then, %s now", path,
+                a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN) : "absent",
+                b ? json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN) : "absent");
+}
+
+/* Compare a checkpoint's record and configuration with this run's. */
+static bora_status check_resume(trainer *t, const char *dir, int64_t *step)
+{
+    char *text;
+    bora_status st = bora_ckpt_read_trainer(dir, &text);
+    if (st != BORA_OK)
+        return st;
+    json_object *saved = json_tokener_parse(text);
+    free(text);
+    json_object *rec = NULL, *conf = NULL, *jstep = NULL;
+    if (!saved || !json_object_object_get_ex(saved, "step", &jstep) ||
+        !json_object_is_type(jstep, json_type_int) ||
+        !json_object_object_get_ex(saved, "determinism", &rec) ||
+        !json_object_object_get_ex(saved, "config", &conf)) {
+        json_object_put(saved);
+        return bora_error_set(BORA_ERR_INVALID,
+                              "%s/trainer.json: not a bora checkpoint record (step, determinism "
+                              "and config expected)",
+                              dir);
+    }
+    *step = json_object_get_int64(jstep);
+    json_object *now_rec = json_tokener_parse(t->record_json);
+    json_object *now_conf = json_tokener_parse(t->config_json);
+    char *report = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&report, &len);
+    int n = 0;
+    if (out) {
+        diff_json(rec, now_rec, "", out, &n);
+        diff_json(conf, now_conf, "config", out, &n);
+        if (n > 8)
+            fprintf(out, "\n  (and %d more)", n - 8);
+        fclose(out);
+    }
+    if (n) {
+        bora_log(t->force ? BORA_LOG_WARN : BORA_LOG_ERROR,
+                 "%s was made by a run that differs from this one, so the result would not be "
+                 "the same bits:%s",
+                 dir, report ? report : "");
+        st = t->force ? BORA_OK
+                      : bora_error_set(BORA_ERR_INVALID,
+                                       "not resuming; pass --force to resume anyway, or "
+                                       "give another trainer.id to start afresh");
+    }
+    free(report);
+    json_object_put(now_rec);
+    json_object_put(now_conf);
+    json_object_put(saved);
+    return st;
+}
+
+/* ---- building -------------------------------------------------------------------------------- */
+
+static bora_status build(trainer *t, bora_config *root)
+{
+    bora_config *tr = bora_cfg_child(root, "trainer");
+    const char *backend = "auto";
+    bora_cfg_string(tr, "backend", "auto", &backend);
+    if (!(t->be_entry = bora_registry_pick_backend(t->reg, backend)))
+        return BORA_ERR_NOT_FOUND;
+    const bora_backend_ops *bops = (const bora_backend_ops *)t->be_entry->ops;
+    const bora_model_ops *mops = (const bora_model_ops *)t->model_entry->ops;
+    const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
+    /* The backend reads its keys (num_threads) from the trainer section. */
+    if (bops->create(&t->be_entry->file->host, tr, &t->be) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "backend %s: %s", t->be_entry->ops->name,
+                              bora_error_get());
+    if (mops->create(&t->model_entry->file->host, bora_cfg_child(root, "model"), &t->model) !=
+        BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
+                              bora_error_get());
+    if (oops->create(&t->opt_entry->file->host, bora_cfg_child(root, "optimizer"), &t->opt) !=
+        BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
+                              bora_error_get());
+    t->store = g_store_new(bops, t->be, t->be_entry->ops->name, (uint64_t)t->seed);
+    t->train = t->store ? g_graph_new(t->store, BORA_MODE_TRAIN) : NULL;
+    if (!t->train)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    t->train->batch = t->micro;
+    bora_tensor *loss_sum = NULL;
+    if (mops->build(t->model, &t->train->pub, BORA_MODE_TRAIN, &loss_sum) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
+                              t->train->status ? t->train->error : bora_error_get());
+    /* The model returns the summed loss; one over the step's loss-token count makes every
+     * micro-batch's gradient a share of the step's mean. */
+    bora_graph *g = &t->train->pub;
+    bora_tensor *scale = bora_input(g, "loss_scale", BORA_DTYPE_F32, 0, NULL);
+    bora_tensor *loss = g->api->name(g, bora_mul(g, loss_sum, scale), "loss");
+    if (bora_graph_status(g) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
+                              t->train->error);
+    t->train->output = loss;
+    if (g_autodiff(t->train, loss) != BORA_OK || g_finalize(t->train) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
+                              t->train->error);
+    if (bora_apply_build(t->store, oops, t->opt, t->max_grad_norm, &t->apply) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
+                              bora_error_get());
+    t->apply_built = 1;
+    if (g_store_materialize(t->store) != BORA_OK)
+        return BORA_ERR_NOMEM;
+    /* The shape the model wants its rows in. */
+    for (size_t i = 0; i < t->train->n_inputs; i++) {
+        const gval *v = t->train->inputs[i].value;
+        if (v->label && !strcmp(v->label, "input_ids") && v->ndim == 2)
+            t->seq_len = v->dims[1];
+    }
+    if (t->seq_len < 2)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "model %s: no (batch, position) input named input_ids",
+                              t->model_entry->ops->name);
+    size_t n = (size_t)(t->micro * t->seq_len);
+    t->ids = malloc(n * sizeof(int32_t));
+    t->targets = malloc(n * sizeof(int32_t));
+    t->segs = malloc(n * sizeof(int32_t));
+    if (!t->ids || !t->targets || !t->segs)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    return BORA_OK;
+}
+
+static bora_status open_data(trainer *t, bora_config *root)
+{
+    bora_config *data = bora_cfg_child(root, "data");
+    if (!t->tok)
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "data.tokenizer: give the tokenizer to train with (a "
+                              "tokenizer.json, or a folder with one)");
+    bora_config *urls = bora_cfg_child(data, "train_urls");
+    size_t n = urls && urls->kind == BORA_NODE_LIST ? urls->n : 0;
+    const char **list = calloc(n ? n : 1, sizeof *list);
+    if (!list)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        bora_config *u = bora_cfg_at(urls, i);
+        list[i] = u->kind == BORA_NODE_SCALAR ? u->text : "";
+    }
+    if (urls && urls->kind == BORA_NODE_SCALAR) {
+        list[0] = urls->text;
+        n = 1;
+        urls->read = 1;
+    }
+    const char *key = "text";
+    bora_cfg_string(data, "text_key", "text", &key);
+    bora_loader_opts o = {list, n, key, t->tok, t->seq_len, (uint64_t)t->seed, 1};
+    bora_status st = bora_loader_open(&o, &t->loader);
+    free(list);
+    return st;
+}
+
+static bora_status open_trackers(trainer *t, bora_config *root)
+{
+    bora_config *list = bora_cfg_child(bora_cfg_child(root, "trainer"), "tracker");
+    if (!list || list->kind == BORA_NODE_NULL)
+        return BORA_OK;
+    size_t n = list->kind == BORA_NODE_LIST ? list->n : 1;
+    t->trackers = calloc(n ? n : 1, sizeof *t->trackers);
+    if (!t->trackers)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        bora_config *node = list->kind == BORA_NODE_LIST ? bora_cfg_at(list, i) : list;
+        const bora_entry *e;
+        if (bora_config_select(node, BORA_KIND_TRACKER, t->reg, &e) != BORA_OK)
+            return bora_error_set(BORA_ERR_CONFIG, "%s", bora_cfg_first_error(t->cfg));
+        tracker *tk = &t->trackers[t->n_trackers];
+        tk->ops = (const bora_tracker_ops *)e->ops;
+        tk->name = e->ops->name;
+        if (tk->ops->create(&e->file->host, node, t->run_id, &tk->t) != BORA_OK)
+            return bora_error_set(BORA_ERR_INVALID, "tracker %s: %s", tk->name, bora_error_get());
+        t->n_trackers++;
+        if (tk->ops->log_hparams(tk->t, t->config_json) != BORA_OK)
+            bora_log(BORA_LOG_WARN, "tracker %s: %s", tk->name, bora_error_get());
+    }
+    return BORA_OK;
+}
+
+static void track(trainer *t, int64_t step, const bora_metric *m, size_t n)
+{
+    for (size_t i = 0; i < t->n_trackers; i++)
+        if (t->trackers[i].ops->log(t->trackers[i].t, step, m, n) != BORA_OK)
+            bora_log(BORA_LOG_WARN, "tracker %s: %s", t->trackers[i].name, bora_error_get());
+}
+
+/* ---- checkpoints ----------------------------------------------------------------------------- */
+
+static bora_status save(trainer *t, int64_t step)
+{
+    char *json = trainer_json(t, step);
+    if (!json)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
+    char dir[4200];
+    double t0 = now_s();
+    printf("checkpoint: saving step %" PRId64 " to %s/step-%" PRId64 "\n", step, t->run_dir, step);
+    fflush(stdout);
+    bora_status st = bora_ckpt_save(t->store, oops->slots, t->run_dir, step, json, dir, sizeof dir);
+    free(json);
+    if (st != BORA_OK)
+        return st;
+    printf("checkpoint: saved %s (%.2f s)%s\n", dir, now_s() - t0,
+           permanent(t, step) ? "" : " (temporary: the next save replaces it)");
+    fflush(stdout);
+    /* Temporary checkpoints before this one go. */
+    int64_t *steps;
+    size_t n;
+    if (bora_ckpt_list(t->run_dir, &steps, &n) == BORA_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (steps[i] < step && !permanent(t, steps[i]))
+                bora_ckpt_remove(t->run_dir, steps[i]);
+        free(steps);
+    }
+    return BORA_OK;
+}
+
+/* Resume from the run's latest checkpoint, or start from load_checkpoint, or from scratch.
+ * *start gets the last step already done. */
+static bora_status restore(trainer *t, int64_t *start)
+{
+    *start = 0;
+    int64_t *steps;
+    size_t n;
+    bora_status st = bora_ckpt_list(t->run_dir, &steps, &n);
+    if (st != BORA_OK)
+        return st;
+    const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
+    if (n) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, steps[n - 1]);
+        free(steps);
+        int64_t step = 0;
+        if ((st = check_resume(t, dir, &step)) != BORA_OK)
+            return st;
+        if ((st = bora_ckpt_load_model(t->store, dir)) != BORA_OK ||
+            (st = bora_ckpt_load_optimizer(t->store, oops->slots, dir)) != BORA_OK)
+            return bora_error_set(st, "cannot resume from %s: %s", dir, bora_error_get());
+        *start = step;
+        printf("resuming run %s from %s (step %" PRId64 " of %" PRId64 ")\n", t->run_id, dir, step,
+               t->steps);
+        return BORA_OK;
+    }
+    free(steps);
+    if (*t->load_checkpoint) {
+        if ((st = bora_ckpt_load_model(t->store, t->load_checkpoint)) != BORA_OK)
+            return bora_error_set(st, "trainer.load_checkpoint: %s", bora_error_get());
+        printf("starting run %s from the weights in %s\n", t->run_id, t->load_checkpoint);
+        return BORA_OK;
+    }
+    printf("starting run %s (checkpoints in %s)\n", t->run_id, t->run_dir);
+    return BORA_OK;
+}
+
+/* ---- the loop -------------------------------------------------------------------------------- */
+
+/* One optimizer step: the micro-batches, then the apply graph. */
+static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, double *norm)
+{
+    int64_t k = step - 1, rows = t->micro, count = 0, n_micro = t->batch / t->micro;
+    size_t bytes = (size_t)(rows * t->seq_len) * sizeof(int32_t);
+    /* The step's loss-token count comes first: every micro-batch divides by the same. */
+    for (int64_t m = 0; m < n_micro; m++) {
+        int64_t c;
+        bora_status st = bora_loader_rows(t->loader, k, t->batch, m * rows, rows, t->ids,
+                                          t->targets, t->segs, &c);
+        if (st != BORA_OK)
+            return st;
+        count += c;
+    }
+    float scale = count ? (float)(1.0 / (double)count) : 0.0f;
+    double total = 0;
+    for (int64_t m = 0; m < n_micro; m++) {
+        int64_t c;
+        bora_status st = bora_loader_rows(t->loader, k, t->batch, m * rows, rows, t->ids,
+                                          t->targets, t->segs, &c);
+        if (st == BORA_OK)
+            st = g_set_input(t->train, "input_ids", t->ids, bytes);
+        if (st == BORA_OK)
+            st = g_set_input(t->train, "targets", t->targets, bytes);
+        if (st == BORA_OK)
+            st = g_set_input(t->train, "segment_ids", t->segs, bytes);
+        if (st == BORA_OK)
+            st = g_set_input(t->train, "loss_scale", &scale, sizeof scale);
+        if (st == BORA_OK)
+            st = g_run(t->train);
+        float part = 0;
+        if (st == BORA_OK)
+            st = g_read(t->train, t->train->output, &part, sizeof part);
+        if (st != BORA_OK)
+            return bora_error_set(st, "step %" PRId64 ": %s", step,
+                                  t->train->status ? t->train->error : bora_error_get());
+        total += part;
+    }
+    *loss = total;
+    if (!isfinite(total) && t->crash_on_nan)
+        return BORA_ERR_INVALID;
+    bora_status st = bora_apply_step(&t->apply, step, lr, norm);
+    if (st != BORA_OK)
+        return bora_error_set(st, "step %" PRId64 ": %s", step, bora_error_get());
+    if (!isfinite(*norm) && t->crash_on_nan)
+        return BORA_ERR_INVALID;
+    return BORA_OK;
+}
+
+static int run_loop(trainer *t, int64_t start)
+{
+    int64_t tokens = t->batch * t->seq_len;
+    double last_save = now_s(), first = 0, last = 0;
+    int64_t last_step = start;
+    for (int64_t step = start + 1; step <= t->steps; step++) {
+        double lr = bora_schedule_lr(&t->sched, step), loss = 0, norm = 0, t0 = now_s();
+        bora_status st = step_once(t, step, lr, &loss, &norm);
+        if (st == BORA_ERR_INVALID && (!isfinite(loss) || !isfinite(norm))) {
+            char kept[4200] = "no checkpoint was saved yet";
+            if (last_step > 0 || start > 0)
+                snprintf(kept, sizeof kept, "the last checkpoint, %s/step-%" PRId64 ", is kept",
+                         t->run_dir, last_step);
+            bora_log(BORA_LOG_ERROR,
+                     "step %" PRId64 ": the %s is %s; stopping (trainer.crash_on_nan); %s", step,
+                     isfinite(loss) ? "gradient norm" : "loss",
+                     isfinite(loss) ? (isnan(norm) ? "nan" : "infinite")
+                                    : (isnan(loss) ? "nan" : "infinite"),
+                     kept);
+            return 1;
+        }
+        if (st != BORA_OK) {
+            bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+            return 1;
+        }
+        double dt = now_s() - t0;
+        if (step == start + 1)
+            first = loss;
+        last = loss;
+        printf("step %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3e  grad_norm %.4f  tokens/s %.0f\n",
+               step, t->steps, loss, lr, norm, (double)tokens / dt);
+        fflush(stdout);
+        bora_metric m[] = {{"train/loss", loss},
+                           {"optim/learning_rate", lr},
+                           {"optim/grad_norm", norm},
+                           {"throughput/tokens_per_second", (double)tokens / dt},
+                           {"throughput/step_seconds", dt}};
+        track(t, step, m, sizeof m / sizeof m[0]);
+        int due = step == t->steps || permanent(t, step) ||
+                  now_s() - last_save >= t->save_interval || interrupted;
+        if (due) {
+            if ((st = save(t, step)) != BORA_OK) {
+                bora_log(BORA_LOG_ERROR, "checkpoint: %s", bora_error_get());
+                return 1;
+            }
+            last_save = now_s();
+            last_step = step;
+        }
+        if (interrupted) {
+            printf("interrupted at step %" PRId64 "; run again with --trainer.id=%s to go on\n",
+                   step, t->run_id);
+            return 130;
+        }
+    }
+    if (start < t->steps)
+        printf("trained %" PRId64 " steps: loss %.4f -> %.4f\n", t->steps - start, first, last);
+    else
+        printf("run %s already finished (%" PRId64 " steps)\n", t->run_id, t->steps);
+    return 0;
+}
+
+static void teardown(trainer *t)
+{
+    for (size_t i = 0; i < t->n_trackers; i++)
+        t->trackers[i].ops->destroy(t->trackers[i].t);
+    free(t->trackers);
+    if (t->apply_built)
+        bora_apply_free(&t->apply);
+    g_graph_free(t->train);
+    g_store_free(t->store);
+    if (t->opt)
+        ((const bora_optimizer_ops *)t->opt_entry->ops)->destroy(t->opt);
+    if (t->model)
+        ((const bora_model_ops *)t->model_entry->ops)->destroy(t->model);
+    if (t->be)
+        ((const bora_backend_ops *)t->be_entry->ops)->destroy(t->be);
+    bora_loader_free(t->loader);
+    bora_tokenizer_free(t->tok);
+    free(t->ids);
+    free(t->targets);
+    free(t->segs);
+    free(t->keep);
+    free(t->config_json);
+    free(t->record_json);
+}
+
+int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
+{
+    trainer t = {.cfg = cfg, .reg = reg, .force = opts && opts->force};
+    bora_config *root = bora_cfg_root(cfg);
+    int rc = 1;
+    if (vocab_from_tokenizer(&t, root) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    bora_config_check(cfg, reg, 1);
+    bora_config *mnode = bora_cfg_child(root, "model"), *onode = bora_cfg_child(root, "optimizer");
+    if (!bora_cfg_error_count(cfg) && (!mnode || mnode->kind == BORA_NODE_NULL))
+        bora_cfg_error(cfg, NULL, "the configuration has no model section (model: {type: ...})");
+    if (!bora_cfg_error_count(cfg) && (!onode || onode->kind == BORA_NODE_NULL))
+        bora_cfg_error(cfg, NULL,
+                       "the configuration has no optimizer section (optimizer: {type: adamw})");
+    if (!bora_cfg_error_count(cfg) &&
+        (bora_config_select(mnode, BORA_KIND_MODEL, reg, &t.model_entry) != BORA_OK ||
+         bora_config_select(onode, BORA_KIND_OPTIMIZER, reg, &t.opt_entry) != BORA_OK))
+        bora_cfg_error(cfg, NULL, "%s", bora_error_get());
+    if (!bora_cfg_error_count(cfg))
+        read_settings(&t, root);
+    if (bora_cfg_error_count(cfg)) {
+        bora_cfg_print_errors(cfg, stderr);
+        goto out;
+    }
+    if (build(&t, root) != BORA_OK || open_data(&t, root) != BORA_OK ||
+        make_record(&t) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    size_t values = 0;
+    for (size_t i = 0; i < t.store->n_slots; i++)
+        values += t.store->slots[i].nbytes / bora_dtype_size(t.store->slots[i].dtype);
+    printf("model %s: %zu parameters in %zu tensors; optimizer %s; backend %s\n",
+           t.model_entry->ops->name, values, t.store->n_slots, t.opt_entry->ops->name,
+           t.be_entry->ops->name);
+    printf("batch %lld x %lld tokens (%lld micro-batch%s of %lld), %lld steps\n",
+           (long long)t.batch, (long long)t.seq_len, (long long)(t.batch / t.micro),
+           t.batch / t.micro == 1 ? "" : "es", (long long)t.micro, (long long)t.steps);
+    int64_t start;
+    if (restore(&t, &start) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    fflush(stdout);
+    if (open_trackers(&t, root) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    interrupted = 0;
+    rc = run_loop(&t, start);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    for (size_t i = 0; i < t.n_trackers; i++)
+        t.trackers[i].ops->finish(t.trackers[i].t, rc == 0     ? BORA_RUN_FINISHED
+                                                   : rc == 130 ? BORA_RUN_KILLED
+                                                               : BORA_RUN_FAILED);
+out:
+    teardown(&t);
+    return rc;
+}

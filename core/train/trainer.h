@@ -1,0 +1,22 @@
+/* core/train/trainer.h — `bora train`: the training loop.
+ *
+ * Builds the model's train graph (micro-batch rows per run, the summed loss scaled by one over
+ * the step's loss-token count, so accumulated micro-batches equal one big batch) and the apply
+ * graph (clipping and the optimizer), reads batches from the loader, follows the learning-rate
+ * schedule, prints a line per step, logs to the trackers, and checkpoints by the checkpointer's
+ * policy. Starting a run id that has checkpoints resumes from the latest, bit for bit. */
+#ifndef BORA_CORE_TRAINER_H
+#define BORA_CORE_TRAINER_H
+
+#include "../config/config.h"
+#include "../plugin/registry.h"
+
+typedef struct bora_train_opts {
+    int force; /* resume even where the checkpoint's record differs from this run */
+} bora_train_opts;
+
+/* Train as cfg (parsed, unchecked) says. Returns the process exit status: 0 when the run
+ * finished, 1 on an error (printed), 130 when interrupted (after saving a checkpoint). */
+int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts);
+
+#endif
