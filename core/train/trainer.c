@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,12 +66,49 @@ typedef struct trainer {
     int force;
 } trainer;
 
+/* Ctrl-C and SIGTERM. They are blocked in every thread but one that waits for them: a handler
+ * running on a compute thread could land while oneDNN's JIT gemm has its stack pointer on the
+ * heap, and its frame would corrupt the heap. */
 static volatile sig_atomic_t interrupted;
 
-static void on_signal(int sig)
+typedef struct sig_watch {
+    pthread_t thread;
+    sigset_t set, old;
+    int running;
+} sig_watch;
+
+static void *watch_signals(void *arg)
 {
-    (void)sig;
-    interrupted = 1;
+    sig_watch *w = arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&w->set, &sig) != 0)
+            continue;
+        if (sig == SIGUSR1)
+            return NULL; /* the run is over */
+        interrupted = 1;
+    }
+}
+
+/* Block the signals in this thread (and so in every thread made after) and start the waiter. */
+static void sig_watch_start(sig_watch *w)
+{
+    interrupted = 0;
+    sigemptyset(&w->set);
+    sigaddset(&w->set, SIGINT);
+    sigaddset(&w->set, SIGTERM);
+    sigaddset(&w->set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &w->set, &w->old);
+    w->running = pthread_create(&w->thread, NULL, watch_signals, w) == 0;
+}
+
+static void sig_watch_stop(sig_watch *w)
+{
+    if (w->running) {
+        pthread_kill(w->thread, SIGUSR1);
+        pthread_join(w->thread, NULL);
+    }
+    pthread_sigmask(SIG_SETMASK, &w->old, NULL);
 }
 
 static double now_s(void)
@@ -253,8 +291,8 @@ static void cpu_isa(char *buf, size_t cap)
     if (__builtin_cpu_supports(name) && at < cap) \
         at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? " " : "", name);
     ISA("sse4.2")
-    ISA("avx") ISA("avx2") ISA("fma") ISA("avx512f") ISA("avx512bw") ISA("avx512vl")
-        ISA("avx512bf16")
+    ISA("avx")
+    ISA("avx2") ISA("fma") ISA("avx512f") ISA("avx512bw") ISA("avx512vl") ISA("avx512bf16")
 #undef ISA
 #else
     snprintf(buf, cap, "%s", "unknown");
@@ -703,6 +741,10 @@ static int run_loop(trainer *t, int64_t start)
     int64_t tokens = t->batch * t->seq_len;
     double last_save = now_s(), first = 0, last = 0;
     int64_t last_step = start;
+    if (interrupted) {
+        printf("interrupted before step %" PRId64 "\n", start + 1);
+        return 130;
+    }
     for (int64_t step = start + 1; step <= t->steps; step++) {
         double lr = bora_schedule_lr(&t->sched, step), loss = 0, norm = 0, t0 = now_s();
         bora_status st = step_once(t, step, lr, &loss, &norm);
@@ -789,6 +831,8 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     trainer t = {.cfg = cfg, .reg = reg, .force = opts && opts->force};
     bora_config *root = bora_cfg_root(cfg);
     int rc = 1;
+    sig_watch watch;
+    sig_watch_start(&watch);
     if (vocab_from_tokenizer(&t, root) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
@@ -834,20 +878,13 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
-    struct sigaction sa = {0}, old_int, old_term;
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    interrupted = 0;
     rc = run_loop(&t, start);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     for (size_t i = 0; i < t.n_trackers; i++)
         t.trackers[i].ops->finish(t.trackers[i].t, rc == 0     ? BORA_RUN_FINISHED
                                                    : rc == 130 ? BORA_RUN_KILLED
                                                                : BORA_RUN_FAILED);
 out:
     teardown(&t);
+    sig_watch_stop(&watch);
     return rc;
 }
