@@ -1,0 +1,138 @@
+/* tests/train/test_accumulate.c — micro-batches accumulate to the big batch: the same run with
+ * train_batch_size 8 as one batch of 8 and as four micro-batches of 2 gives the same loss at
+ * every step and the same final weights, up to f32 rounding (tolerance 2e-5 relative on losses,
+ * 1e-5 absolute on weights after 6 AdamW steps); and the same run twice is bitwise equal.
+ *
+ * usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR */
+#include "../test.h"
+#include "ckpt/safetensors.h"
+#include "config/config.h"
+#include "plugin/registry.h"
+#include "train/trainer.h"
+#include "util/log.h"
+
+#include <math.h>
+
+static const char *plugin_dir, *tokenizer, *text, *work;
+
+static int train(const char *id, int micro)
+{
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "model: {type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}\n"
+             "optimizer: {type: adamw, learning_rate: 3e-3, warmup: 2, max_grad_norm: 1.0}\n"
+             "data: {train_urls: [%s], tokenizer: %s}\n"
+             "trainer:\n"
+             "  num_train_steps: 6\n  train_batch_size: 8\n  per_device_parallelism: %d\n"
+             "  num_threads: 2\n  seed: 7\n  id: %s\n"
+             "  checkpointer: {base_path: %s/ckpt}\n"
+             "  tracker: {type: jsonl, path: %s/%s.jsonl}\n",
+             text, tokenizer, micro, id, work, work, id);
+    bora_registry *reg = bora_registry_new();
+    bora_registry_add_dir(reg, plugin_dir, 1);
+    bora_registry_load(reg);
+    bora_cfg *cfg = bora_cfg_new();
+    int rc = 1;
+    if (bora_cfg_load_string(cfg, "accumulate.yaml", yaml, strlen(yaml)) == BORA_OK)
+        rc = bora_train(cfg, reg, NULL);
+    bora_cfg_free(cfg);
+    bora_registry_free(reg);
+    return rc;
+}
+
+/* The train/loss of each step from a jsonl tracker file. */
+static int losses(const char *id, double *out, int cap)
+{
+    char path[1024], line[4096];
+    snprintf(path, sizeof path, "%s/%s.jsonl", work, id);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "\"train/loss\":");
+        if (at && n < cap)
+            out[n++] = strtod(at + 13, NULL);
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static bora_safetensors *final_model(const char *id)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ckpt/%s/step-6/model.safetensors", work, id);
+    bora_safetensors *st = NULL;
+    if (bora_st_open(path, &st) != BORA_OK)
+        fprintf(stderr, "%s\n", bora_error_get());
+    return st;
+}
+
+/* Largest absolute difference between two files' tensors (f32); -1 if they differ in shape. */
+static double max_diff(const bora_safetensors *a, const bora_safetensors *b, int *bitwise)
+{
+    double worst = 0;
+    *bitwise = 1;
+    if (a->n_tensors != b->n_tensors)
+        return -1;
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const bora_st_tensor *ta = &a->tensors[i], *tb = bora_st_find(b, ta->name);
+        if (!tb || tb->end - tb->begin != ta->end - ta->begin)
+            return -1;
+        size_t n = (size_t)(ta->end - ta->begin);
+        float *x = malloc(n), *y = malloc(n);
+        if (x && y && bora_st_read(a, ta, x, n) == BORA_OK && bora_st_read(b, tb, y, n) == BORA_OK) {
+            *bitwise &= !memcmp(x, y, n);
+            for (size_t k = 0; k < n / 4; k++)
+                worst = fmax(worst, fabs((double)x[k] - (double)y[k]));
+        } else {
+            worst = -1;
+        }
+        free(x);
+        free(y);
+        if (worst < 0)
+            return -1;
+    }
+    return worst;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR\n");
+        return 2;
+    }
+    plugin_dir = argv[1], tokenizer = argv[2], text = argv[3], work = argv[4];
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", work, work);
+    if (system(cmd) != 0)
+        return 2;
+    CHECK(train("big", 8) == 0);
+    CHECK(train("micro", 2) == 0);
+    CHECK(train("big-again", 8) == 0);
+    double a[16], b[16], c[16];
+    int na = losses("big", a, 16), nb = losses("micro", b, 16), nc = losses("big-again", c, 16);
+    CHECK(na == 6 && nb == 6 && nc == 6);
+    for (int i = 0; i < na && i < nb; i++) {
+        printf("step %d: loss %.9f (one batch of 8), %.9f (four of 2)\n", i + 1, a[i], b[i]);
+        if (fabs(a[i] - b[i]) > 2e-5 * fabs(a[i])) {
+            fprintf(stderr, "step %d: losses differ beyond rounding\n", i + 1);
+            test_failures++;
+        }
+        CHECK(a[i] == c[i]);
+    }
+    CHECK(na == 6 && a[5] < a[0]); /* it learns */
+    bora_safetensors *ma = final_model("big"), *mb = final_model("micro"),
+                     *mc = final_model("big-again");
+    CHECK(ma && mb && mc);
+    if (ma && mb && mc) {
+        int bitwise;
+        double d = max_diff(ma, mb, &bitwise);
+        printf("final weights: largest difference %.3g between one batch and micro-batches\n", d);
+        CHECK(d >= 0 && d <= 1e-5);
+        CHECK(max_diff(ma, mc, &bitwise) == 0 && bitwise);
+    }
+    bora_st_close(ma);
+    bora_st_close(mb);
+    bora_st_close(mc);
+    return test_summary("test_accumulate");
+}
