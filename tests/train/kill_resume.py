@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Kill and resume: a run SIGKILLed at three seeded random moments (after a step, during a
+checkpoint save, and one of either) and started again each time ends with a model.safetensors
+and a loss at every step bitwise equal to a run never interrupted.
+
+usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR   (BORA_KILL_SEED picks the seed)
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+bora, plugin_dir, tokenizer, text, work = sys.argv[1:6]
+STEPS = 40
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+config = os.path.join(work, "run.yaml")
+with open(config, "w") as f:
+    f.write(f"""model: {{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}}
+optimizer: {{type: adamw, learning_rate: 3e-3, warmup: 4}}
+data: {{train_urls: [{text}], tokenizer: {tokenizer}}}
+trainer:
+  num_train_steps: {STEPS}
+  train_batch_size: 8
+  per_device_parallelism: 4
+  num_threads: 2
+  seed: 11
+  checkpointer:
+    base_path: {work}/ckpt
+    save_interval: 0s
+    keep: [{{every: 10}}]
+""")
+
+
+def command(run_id):
+    return [bora, "--plugin-dir", plugin_dir, "train", config, f"--trainer.id={run_id}",
+            f"--trainer.tracker={{type: jsonl, path: {work}/{run_id}.jsonl}}"]
+
+
+def run_to_end(run_id):
+    r = subprocess.run(command(run_id), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if r.returncode != 0:
+        sys.exit(f"{run_id}: bora train failed ({r.returncode}):\n{r.stdout}")
+    return r.stdout
+
+
+def losses(run_id):
+    """Every train/loss logged, by step, as its exact text (17 significant digits)."""
+    seen = {}
+    with open(f"{work}/{run_id}.jsonl") as f:
+        for line in f:
+            rec = json.loads(line, parse_float=str)
+            if "step" in rec:
+                seen.setdefault(rec["step"], []).append(rec["metrics"]["train/loss"])
+    return seen
+
+
+seed = int(os.environ.get("BORA_KILL_SEED", time.time_ns() % 1000000))
+rng = random.Random(seed)
+steps = sorted(rng.sample(range(3, STEPS - 2), 3))
+kinds = ["step", "save", rng.choice(["step", "save"])]
+delays = [rng.uniform(0, 0.02) if k == "step" else 0.0 for k in kinds]
+print(f"seed {seed} (BORA_KILL_SEED={seed} repeats it); kill points: " +
+      ", ".join(f"{k} {s}" + (f" +{d * 1000:.1f} ms" if k == "step" else "")
+                for k, s, d in zip(kinds, steps, delays)))
+
+run_to_end("reference")
+
+for kind, step, delay in zip(kinds, steps, delays):
+    p = subprocess.Popen(command("killed"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, bufsize=1)
+    marker = f"step {step}/{STEPS} " if kind == "step" else f"checkpoint: saving step {step} "
+    killed = False
+    log = []
+    for line in p.stdout:
+        log.append(line)
+        if line.startswith(marker):
+            if delay:
+                time.sleep(delay)
+            p.send_signal(signal.SIGKILL)
+            killed = True
+            break
+    p.stdout.close()
+    rc = p.wait()
+    if not killed:
+        sys.exit(f"the run ended before the kill point ({kind} {step}):\n" + "".join(log))
+    if rc != -signal.SIGKILL:
+        sys.exit(f"expected the run to die of SIGKILL, got {rc}")
+    run_dir = f"{work}/ckpt/killed"
+    partial = [d for d in os.listdir(run_dir) if d.startswith(".tmp-")]
+    done = sorted(int(d[5:]) for d in os.listdir(run_dir) if d.startswith("step-"))
+    print(f"killed at {kind} {step}: complete checkpoints {done}" +
+          (f"; a save was cut short ({partial[0]})" if partial else ""))
+
+out = run_to_end("killed")
+if "resuming run killed from" not in out:
+    sys.exit("the last start did not resume:\n" + out)
+if "removing" in out:
+    print("the last start removed a partial checkpoint left by a kill")
+
+ref = open(f"{work}/ckpt/reference/step-{STEPS}/model.safetensors", "rb").read()
+got = open(f"{work}/ckpt/killed/step-{STEPS}/model.safetensors", "rb").read()
+failures = 0
+if ref != got:
+    print("FAIL: the final model.safetensors differs from the uninterrupted run's")
+    failures += 1
+want, have = losses("reference"), losses("killed")
+for s in range(1, STEPS + 1):
+    if s not in have:
+        print(f"FAIL: no loss logged for step {s}")
+        failures += 1
+    elif any(v != want[s][0] for v in have[s]):
+        print(f"FAIL: step {s}: loss {have[s]} after kills, {want[s][0]} uninterrupted")
+        failures += 1
+kept = sorted(int(d[5:]) for d in os.listdir(f"{work}/ckpt/killed") if d.startswith("step-"))
+if kept != [10, 20, 30, 40]:
+    print(f"FAIL: checkpoints kept {kept}, want [10, 20, 30, 40]")
+    failures += 1
+if failures:
+    sys.exit(f"kill_resume: {failures} failures (seed {seed})")
+print(f"kill_resume: final model.safetensors ({len(ref)} bytes) and all {STEPS} losses bitwise "
+      "equal after three kills")
