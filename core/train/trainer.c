@@ -207,6 +207,13 @@ static bora_status read_settings(trainer *t, bora_config *root)
     bora_cfg_bool(tr, "crash_on_nan", 1, &t->crash_on_nan);
     bora_cfg_string(tr, "id", "", &t->run_id);
     bora_cfg_string(tr, "load_checkpoint", "", &t->load_checkpoint);
+    const char *mp = "p=f32,c=f32";
+    bora_cfg_string(tr, "mp", "p=f32,c=f32", &mp);
+    if (strcmp(mp, "p=f32,c=f32") != 0 && strcmp(mp, "p=f32") != 0)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "mp"),
+                       "trainer.mp: '%s' is not available yet; this version trains in f32 "
+                       "(p=f32,c=f32)",
+                       mp);
     bora_cfg_string(cp, "base_path", "checkpoints", &t->base_path);
     bora_cfg_duration(cp, "save_interval", 900, &t->save_interval);
     read_keep(t, cp);
@@ -368,6 +375,8 @@ static bora_status make_record(trainer *t)
     return BORA_OK;
 }
 
+static int permanent(const trainer *t, int64_t step);
+
 static char *trainer_json(const trainer *t, int64_t step)
 {
     char *text = NULL;
@@ -378,6 +387,9 @@ static char *trainer_json(const trainer *t, int64_t step)
     fprintf(f, "{\n  \"format\": \"bora-checkpoint-1\",\n  \"step\": %" PRId64 ",\n  \"run_id\": ",
             step);
     bora_json_string(f, t->run_id);
+    /* Temporary checkpoints are removed by the next save; permanent ones stay, whatever a later
+     * policy says. */
+    fprintf(f, ",\n  \"permanent\": %s", permanent(t, step) ? "true" : "false");
     /* Initialisation and data order are counter-based functions of (seed, name, index) and
      * (seed, batch): the seed and the step are the whole random state. */
     fprintf(f,
@@ -393,6 +405,8 @@ static char *trainer_json(const trainer *t, int64_t step)
 /* Configuration keys that change nothing a step computes: who logs and where checkpoints go. */
 static int ignorable(const char *path)
 {
+    if (!strncmp(path, "config.", 7))
+        path += 7;
     static const char *const keys[] = {"trainer.tracker", "trainer.checkpointer", "trainer.id",
                                        "trainer.load_checkpoint", NULL};
     for (const char *const *k = keys; *k; k++) {
@@ -430,8 +444,8 @@ static void diff_json(json_object *a, json_object *b, const char *path, FILE *ou
         return;
     if (++*n <= 8)
         fprintf(out, "\n  %s: %s then, %s now", path,
-                a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN) : "absent",
-                b ? json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN) : "absent");
+                a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "absent",
+                b ? json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "absent");
 }
 
 /* Compare a checkpoint's record and configuration with this run's. */
@@ -619,6 +633,21 @@ static void track(trainer *t, int64_t step, const bora_metric *m, size_t n)
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
 
+/* Whether a saved checkpoint was temporary, as its trainer.json says. */
+static int temporary(const trainer *t, int64_t step)
+{
+    char dir[4200], *text;
+    snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, step);
+    if (bora_ckpt_read_trainer(dir, &text) != BORA_OK)
+        return 0;
+    json_object *o = json_tokener_parse(text), *p = NULL;
+    int temp = o && json_object_object_get_ex(o, "permanent", &p) &&
+               json_object_is_type(p, json_type_boolean) && !json_object_get_boolean(p);
+    json_object_put(o);
+    free(text);
+    return temp;
+}
+
 static bora_status save(trainer *t, int64_t step)
 {
     char *json = trainer_json(t, step);
@@ -641,7 +670,7 @@ static bora_status save(trainer *t, int64_t step)
     size_t n;
     if (bora_ckpt_list(t->run_dir, &steps, &n) == BORA_OK) {
         for (size_t i = 0; i < n; i++)
-            if (steps[i] < step && !permanent(t, steps[i]))
+            if (steps[i] < step && temporary(t, steps[i]))
                 bora_ckpt_remove(t->run_dir, steps[i]);
         free(steps);
     }

@@ -47,12 +47,15 @@ void bora_log(int level, const char *fmt, ...)
 
 bora_status bora_error_setv(bora_status code, const char *prefix, const char *fmt, va_list ap)
 {
+    /* Formatted apart first: the arguments may include the current message, to wrap it. */
+    char buf[sizeof t_error];
     int n = 0;
     if (prefix)
-        n = snprintf(t_error, sizeof t_error, "%s: ", prefix);
-    if (n < 0 || (size_t)n >= sizeof t_error)
+        n = snprintf(buf, sizeof buf, "%s: ", prefix);
+    if (n < 0 || (size_t)n >= sizeof buf)
         n = 0;
-    vsnprintf(t_error + n, sizeof t_error - (size_t)n, fmt, ap);
+    vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    memcpy(t_error, buf, sizeof buf);
     return code < 0 ? code : BORA_ERR_INTERNAL;
 }
 

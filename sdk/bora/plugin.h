@@ -57,10 +57,10 @@
 extern "C" {
 #endif
 
-/* The ABI version this header describes. 0.x may change freely until GPT-2 trains end to end;
- * from 1.0 on, a minor bump only appends optional members and a major bump breaks. */
-#define BORA_ABI_MAJOR 0
-#define BORA_ABI_MINOR 8
+/* The ABI version this header describes (1.0: the first stable one, since GPT-2 trains end to
+ * end). A minor bump only appends optional members; a major bump breaks. */
+#define BORA_ABI_MAJOR 1
+#define BORA_ABI_MINOR 0
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

@@ -1,7 +1,7 @@
 /* tests/abi/test_layout.c — pins the size and every member offset of every SDK struct.
  *
  * A change to an SDK struct fails this file at compile time. That is the moment to decide: an
- * appended optional member is a minor ABI bump, anything else a major one (free before 1.0).
+ * appended optional member is a minor ABI bump, anything else a major one (a plugin built for another major is refused).
  * Bump BORA_ABI_MAJOR/MINOR in sdk/bora/plugin.h in the same commit, then update the numbers
  * here (print them with sizeof and offsetof) and the pinned version below.
  * check_layout_coverage.sh makes sure no struct is missed.
@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 0 && BORA_ABI_MINOR == 8,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 0,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)

@@ -86,8 +86,8 @@ static bora_status cpu_copy_out(bora_backend *b, void *dst, bora_buffer *src, si
 static void cpu_describe(bora_backend *b, char *buf, size_t cap)
 {
     const dnnl_version_t *v = dnnl_version();
-    snprintf(buf, cap, "%d threads, oneDNN %d.%d.%d (%s)", b->num_threads, v->major, v->minor,
-             v->patch, v->hash ? v->hash : "");
+    snprintf(buf, cap, "%d thread%s, oneDNN %d.%d.%d (%s)", b->num_threads,
+             b->num_threads == 1 ? "" : "s", v->major, v->minor, v->patch, v->hash ? v->hash : "");
 }
 
 static const bora_backend_ops cpu_ops = {

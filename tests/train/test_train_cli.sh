@@ -1,0 +1,117 @@
+#!/bin/sh
+# bora train as a user meets it: configuration mistakes named with file, line and the fix;
+# bad data refused with file and line; crash_on_nan; the checkpoint policy (which step
+# directories stay); a partial save left by a kill removed; a resume whose configuration differs
+# refused unless --force; SIGTERM saves and exits 130; load_checkpoint; trainer.json's record.
+# usage: test_train_cli.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
+set -u
+bora=$1 plugins=$2 tok=$3 text=$4 work=$5
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+head -n 3000 "$text" > small.txt
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# expect STATUS NEEDLE ARGS...: run bora train, check the exit status and that the output has NEEDLE
+expect() {
+    want=$1 needle=$2
+    shift 2
+    out=$("$bora" --plugin-dir "$plugins" train "$@" 2>&1)
+    got=$?
+    [ "$got" -eq "$want" ] || fail "bora train $*: exit $got, want $want; output:
+$out"
+    case $out in *"$needle"*) ;; *) fail "bora train $*: no '$needle' in:
+$out" ;; esac
+}
+cat > run.yaml <<YAML
+model: {type: gpt2, seq_len: 16, hidden_dim: 16, num_layers: 1, num_heads: 2}
+optimizer: {type: adamw, learning_rate: 1e-2, warmup: 1}
+data: {train_urls: [$work/small.txt], tokenizer: $tok}
+trainer:
+  num_train_steps: 6
+  train_batch_size: 4
+  num_threads: 1
+  checkpointer: {base_path: $work/ckpt, save_interval: 0s, keep: [{every: 2, until: 4}]}
+  tracker: {type: jsonl, path: $work/metrics.jsonl}
+YAML
+
+expect 2 "give a configuration file"
+expect 1 "unknown key 'num_train_step' in trainer; did you mean 'num_train_steps'?" run.yaml \
+    --trainer.num_train_step=5
+expect 1 "trainer.per_device_parallelism: 3 does not divide train_batch_size (4)" run.yaml \
+    --trainer.per_device_parallelism=3
+expect 1 "optimizer.lr_schedule: unknown schedule 'cosin'" run.yaml --optimizer.lr_schedule=cosin
+expect 1 "optimizer.warmup: 10 steps of warmup exceed num_train_steps (6)" run.yaml \
+    --optimizer.warmup=10
+expect 1 "data.tokenizer: give the tokenizer to train with" run.yaml --data.tokenizer='""'
+expect 1 "data.train_urls: $work/none.txt: no such file" run.yaml \
+    --data.train_urls="[$work/none.txt]"
+printf 'a,b\n' > table.csv
+expect 1 "table.csv: unsupported file type (want .jsonl or .txt)" run.yaml \
+    --data.train_urls="[$work/table.csv]"
+printf '{"text": "fine"}\n{"text": broken}\n' > bad.jsonl
+expect 1 "bad.jsonl:2: invalid JSON" run.yaml --data.train_urls="[$work/bad.jsonl]"
+printf '{"text": "fine"}\n\n{"body": "x"}\n' > nofield.jsonl
+expect 1 "nofield.jsonl:3: no \"text\" field (data.text_key)" run.yaml \
+    --data.train_urls="[$work/nofield.jsonl]"
+expect 1 "model.vocab_size: 100 is smaller than the tokenizer's vocabulary (257)" run.yaml \
+    --model.vocab_size=100
+expect 1 "trainer.id: 'a/b' is not a valid run id" run.yaml --trainer.id=a/b
+expect 1 "trainer.mp: 'p=f32,c=bf16' is not available yet" run.yaml --trainer.mp=p=f32,c=bf16
+
+# A learning rate far too large: the loss overflows and the run stops, naming the step.
+expect 1 "stopping (trainer.crash_on_nan)" run.yaml --trainer.id=nan \
+    --optimizer.learning_rate=1e30 --optimizer.max_grad_norm=0 --trainer.num_train_steps=40 \
+    --optimizer.warmup=0
+
+# The policy: every step saved (save_interval 0s) but only keep's steps 2 and 4 and the final
+# step 6 stay.
+expect 0 "trained 6 steps" run.yaml --trainer.id=p
+[ "$(ls ckpt/p | tr '\n' ' ')" = "step-2 step-4 step-6 " ] || fail "kept: $(ls ckpt/p)"
+grep -q '"step": 6' ckpt/p/step-6/trainer.json || fail "trainer.json has no step"
+grep -q '"backend": "cpu: 1 thread, oneDNN' ckpt/p/step-6/trainer.json ||
+    fail "trainer.json does not record the backend: $(cat ckpt/p/step-6/trainer.json)"
+grep -q '"learning_rate":0.01' ckpt/p/step-6/trainer.json || fail "trainer.json lacks the config"
+expect 0 "run p already finished (6 steps)" run.yaml --trainer.id=p
+
+# A save cut short leaves a temporary directory; the next start removes it and resumes from the
+# last complete checkpoint.
+mkdir -p ckpt/p/.tmp-step-7-999 && : > ckpt/p/.tmp-step-7-999/model.safetensors
+expect 1 "removing $work/ckpt/p/.tmp-step-7-999, left by a save that did not finish" run.yaml \
+    --trainer.id=p --trainer.num_train_steps=8
+[ -e ckpt/p/.tmp-step-7-999 ] && fail "the partial checkpoint is still there"
+
+# Resuming with a different configuration is refused, naming what changed; --force goes on.
+expect 1 "config.trainer.num_train_steps: 6 then, 8 now" run.yaml --trainer.id=p \
+    --trainer.num_train_steps=8
+expect 1 "not resuming; pass --force to resume anyway" run.yaml --trainer.id=p \
+    --trainer.num_train_steps=8
+expect 0 "resuming run p from $work/ckpt/p/step-6 (step 6 of 8)" run.yaml --trainer.id=p \
+    --trainer.num_train_steps=8 --force
+[ -d ckpt/p/step-8 ] || fail "no step-8 after the forced resume"
+# Where checkpoints go and who logs may change.
+expect 0 "run p already finished" run.yaml --trainer.id=p --trainer.num_train_steps=8 \
+    --trainer.tracker="{type: jsonl, path: $work/other.jsonl}"
+
+# SIGTERM: the step finishes, a checkpoint is saved, exit 130; the next start goes on.
+"$bora" --plugin-dir "$plugins" train run.yaml --trainer.id=t --trainer.num_train_steps=300 \
+    > term.log 2>&1 &
+pid=$!
+i=0
+until grep -q '^step 3/' term.log 2>/dev/null || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] || fail "SIGTERM: exit $rc, want 130: $(cat term.log)"
+grep -q "interrupted at step" term.log || fail "SIGTERM: no message: $(cat term.log)"
+expect 0 "resuming run t from" run.yaml --trainer.id=t --trainer.num_train_steps=300
+
+# load_checkpoint starts a new run from another's weights.
+expect 0 "starting run q from the weights in $work/ckpt/p/step-6" run.yaml --trainer.id=q \
+    --trainer.load_checkpoint="$work/ckpt/p/step-6"
+expect 1 "model.safetensors: tensor 'transformer.wte.weight' is F32 [257, 16], the model has F32 [257, 32]" \
+    run.yaml --trainer.id=q2 --trainer.load_checkpoint="$work/ckpt/p/step-6" --model.hidden_dim=32
+
+if [ $fails -ne 0 ]; then
+    echo "test_train_cli: $fails failures"
+    exit 1
+fi
+echo "test_train_cli: all checks passed"
