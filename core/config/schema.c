@@ -50,6 +50,8 @@ static const bora_key data_keys[] = {
     {"tokenizer", BORA_KEY_STRING, 0, "\"\"",
      "a tokenizer.json, or a folder holding one (or vocab.json and merges.txt)"},
     {"text_key", BORA_KEY_STRING, 0, "text", "the field of each .jsonl record that holds text"},
+    {"shuffle", BORA_KEY_BOOL, 0, "false",
+     "serve the seq_len windows in a permuted order keyed by trainer.seed (else in file order)"},
     {"cache_dir", BORA_KEY_STRING, 0, "~/.cache/bora/tokens", "where tokenized data is cached"},
     {NULL, 0, 0, NULL, NULL},
 };

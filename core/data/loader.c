@@ -16,6 +16,8 @@
 struct bora_loader {
     int32_t *tokens;
     int64_t n_tokens, seq_len, windows;
+    int shuffle;
+    uint64_t seed;
     int32_t eos;
     uint64_t hash;
 };
@@ -227,6 +229,8 @@ bora_status bora_loader_open(const bora_loader_opts *o, bora_loader **out)
     l->seq_len = o->seq_len;
     l->windows = (l->n_tokens - 1) / o->seq_len;
     l->eos = s.eos;
+    l->shuffle = o->shuffle;
+    l->seed = o->seed;
     uint64_t h = 1469598103934665603ull;
     const unsigned char *p = (const unsigned char *)l->tokens;
     for (size_t i = 0; i < (size_t)l->n_tokens * sizeof(int32_t); i++)
@@ -262,9 +266,11 @@ bora_status bora_loader_rows(const bora_loader *l, int64_t k, int64_t batch_size
     int64_t L = l->seq_len, count = 0;
     for (int64_t r = 0; r < n; r++) {
         /* (k*B + row) mod W without overflow for any step count */
-        uint64_t w =
-            ((uint64_t)k % (uint64_t)l->windows) * ((uint64_t)batch_size % (uint64_t)l->windows);
-        w = (w % (uint64_t)l->windows + (uint64_t)(row0 + r)) % (uint64_t)l->windows;
+        uint64_t W = (uint64_t)l->windows;
+        uint64_t w = ((uint64_t)k % W) * ((uint64_t)batch_size % W);
+        w = (w % W + (uint64_t)(row0 + r)) % W;
+        if (l->shuffle)
+            w = bora_permute(l->seed, W, w);
         const int32_t *src = l->tokens + w * (uint64_t)L;
         int32_t *in = input_ids + r * L, *tg = targets + r * L, *sg = segment_ids + r * L;
         int32_t seg = 0;
@@ -282,6 +288,40 @@ bora_status bora_loader_rows(const bora_loader *l, int64_t k, int64_t batch_size
     }
     *loss_tokens = count;
     return BORA_OK;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Four Feistel rounds over 2h bits (2^2h >= n), walking the cycle until the value is below n:
+ * a bijection of [0, n), as each round is one and cycle-walking keeps it one. */
+uint64_t bora_permute(uint64_t seed, uint64_t n, uint64_t i)
+{
+    if (n <= 1)
+        return 0;
+    int bits = 64 - __builtin_clzll(n - 1);
+    int h = (bits + 1) / 2;
+    uint64_t mask = (1ull << h) - 1, keys[4], state = seed ^ 0x6c6f61646572ull; /* "loader" */
+    for (int r = 0; r < 4; r++)
+        keys[r] = splitmix64(&state);
+    uint64_t x = i;
+    do {
+        uint64_t left = x >> h, right = x & mask;
+        for (int r = 0; r < 4; r++) {
+            uint64_t f = right ^ keys[r];
+            f = splitmix64(&f) & mask;
+            uint64_t next = left ^ f;
+            left = right;
+            right = next;
+        }
+        x = (left << h) | right;
+    } while (x >= n);
+    return x;
 }
 
 int64_t bora_loader_windows(const bora_loader *l)

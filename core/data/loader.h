@@ -4,8 +4,9 @@
  * Window w holds tokens [w*L, (w+1)*L) of the joined stream as inputs and the tokens one later
  * as targets; a target whose input ends a document is -100 (nothing to predict: attention does
  * not cross documents), and segment ids number the documents inside a window from 0. Row r of
- * batch k is window (k*B + r) mod W, so any batch is computed directly from (seed, k) — it
- * never depends on which batches came before. */
+ * batch k is window (k*B + r) mod W — or, shuffled, that index through a keyed permutation of
+ * [0, W) (a Feistel network seeded by the run's seed) — so any batch is computed directly from
+ * (seed, k): it never depends on which batches came before. */
 #ifndef BORA_CORE_LOADER_H
 #define BORA_CORE_LOADER_H
 
@@ -24,6 +25,7 @@ typedef struct bora_loader_opts {
     bora_tokenizer *tok;  /* borrowed */
     int64_t seq_len;
     uint64_t seed;
+    int shuffle;  /* permute the windows (keyed by seed) */
     int progress; /* log what was read */
 } bora_loader_opts;
 
@@ -40,6 +42,9 @@ int64_t bora_loader_windows(const bora_loader *l);
 int64_t bora_loader_tokens(const bora_loader *l);
 /* A hash of the token stream (with seq_len): two loaders agree iff they give the same batches. */
 uint64_t bora_loader_hash(const bora_loader *l);
+/* The keyed permutation of [0, n) the shuffled loader uses: a bijection for any n >= 1. */
+uint64_t bora_permute(uint64_t seed, uint64_t n, uint64_t i);
+
 /* The end-of-text id used between documents. */
 int32_t bora_loader_eos(const bora_loader *l);
 

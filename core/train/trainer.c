@@ -444,8 +444,12 @@ static void diff_json(json_object *a, json_object *b, const char *path, FILE *ou
         return;
     if (++*n <= 8)
         fprintf(out, "\n  %s: %s then, %s now", path,
-                a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "absent",
-                b ? json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "absent");
+                a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN |
+                                                          JSON_C_TO_STRING_NOSLASHESCAPE)
+                  : "absent",
+                b ? json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN |
+                                                          JSON_C_TO_STRING_NOSLASHESCAPE)
+                  : "absent");
 }
 
 /* Compare a checkpoint's record and configuration with this run's. */
@@ -591,8 +595,10 @@ static bora_status open_data(trainer *t, bora_config *root)
         urls->read = 1;
     }
     const char *key = "text";
+    int shuffle = 0;
     bora_cfg_string(data, "text_key", "text", &key);
-    bora_loader_opts o = {list, n, key, t->tok, t->seq_len, (uint64_t)t->seed, 1};
+    bora_cfg_bool(data, "shuffle", 0, &shuffle);
+    bora_loader_opts o = {list, n, key, t->tok, t->seq_len, (uint64_t)t->seed, shuffle, 1};
     bora_status st = bora_loader_open(&o, &t->loader);
     free(list);
     return st;

@@ -25,7 +25,7 @@ static double unigram_entropy(const char *tokenizer, const char *text)
         return NAN;
     }
     const char *urls[] = {text};
-    bora_loader_opts o = {urls, 1, "text", tok, SEQ_LEN, 0, 0};
+    bora_loader_opts o = {urls, 1, "text", tok, SEQ_LEN, 0, 0, 0};
     bora_loader *l;
     double h = NAN;
     if (bora_loader_open(&o, &l) == BORA_OK) {
