@@ -6,9 +6,7 @@
  * usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR */
 #include "../test.h"
 #include "ckpt/safetensors.h"
-#include "config/config.h"
-#include "plugin/registry.h"
-#include "train/trainer.h"
+#include "train_rig.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -28,33 +26,14 @@ static int train(const char *id, int micro)
              "  checkpointer: {base_path: %s/ckpt}\n"
              "  tracker: {type: jsonl, path: %s/%s.jsonl}\n",
              text, tokenizer, micro, id, work, work, id);
-    bora_registry *reg = bora_registry_new();
-    bora_registry_add_dir(reg, plugin_dir, 1);
-    bora_registry_load(reg);
-    bora_cfg *cfg = bora_cfg_new();
-    int rc = 1;
-    if (bora_cfg_load_string(cfg, "accumulate.yaml", yaml, strlen(yaml)) == BORA_OK)
-        rc = bora_train(cfg, reg, NULL);
-    bora_cfg_free(cfg);
-    bora_registry_free(reg);
-    return rc;
+    return train_yaml(plugin_dir, "accumulate.yaml", yaml);
 }
 
-/* The train/loss of each step from a jsonl tracker file. */
 static int losses(const char *id, double *out, int cap)
 {
-    char path[1024], line[4096];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s.jsonl", work, id);
-    FILE *f = fopen(path, "r");
-    int n = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, "\"train/loss\":");
-        if (at && n < cap)
-            out[n++] = strtod(at + 13, NULL);
-    }
-    if (f)
-        fclose(f);
-    return n;
+    return read_losses(path, out, cap);
 }
 
 static bora_safetensors *final_model(const char *id)
@@ -80,7 +59,8 @@ static double max_diff(const bora_safetensors *a, const bora_safetensors *b, int
             return -1;
         size_t n = (size_t)(ta->end - ta->begin);
         float *x = malloc(n), *y = malloc(n);
-        if (x && y && bora_st_read(a, ta, x, n) == BORA_OK && bora_st_read(b, tb, y, n) == BORA_OK) {
+        if (x && y && bora_st_read(a, ta, x, n) == BORA_OK &&
+            bora_st_read(b, tb, y, n) == BORA_OK) {
             *bitwise &= !memcmp(x, y, n);
             for (size_t k = 0; k < n / 4; k++)
                 worst = fmax(worst, fabs((double)x[k] - (double)y[k]));

@@ -5,10 +5,8 @@
  *
  * usage: test_e2e PLUGIN_DIR TOKENIZER TEXT WORK_DIR */
 #include "../test.h"
-#include "config/config.h"
 #include "data/loader.h"
-#include "plugin/registry.h"
-#include "train/trainer.h"
+#include "train_rig.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -80,27 +78,12 @@ int main(int argc, char **argv)
              "  id: e2e\n  checkpointer: {base_path: %s/ckpt}\n"
              "  tracker: {type: jsonl, path: %s/metrics.jsonl}\n",
              SEQ_LEN, text, tokenizer, STEPS, work, work);
-    bora_registry *reg = bora_registry_new();
-    bora_registry_add_dir(reg, plugin_dir, 1);
-    bora_registry_load(reg);
-    bora_cfg *cfg = bora_cfg_new();
-    CHECK(bora_cfg_load_string(cfg, "e2e.yaml", yaml, strlen(yaml)) == BORA_OK);
-    CHECK(bora_train(cfg, reg, NULL) == 0);
-    bora_cfg_free(cfg);
-    bora_registry_free(reg);
+    CHECK(train_yaml(plugin_dir, "e2e.yaml", yaml) == 0);
 
-    char path[1200], line[4096];
+    char path[1200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", work);
-    FILE *f = fopen(path, "r");
     double loss[STEPS + 1];
-    int n = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, "\"train/loss\":");
-        if (at && n < STEPS)
-            loss[n++] = strtod(at + 13, NULL);
-    }
-    if (f)
-        fclose(f);
+    int n = read_losses(path, loss, STEPS);
     CHECK(n == STEPS);
     if (n == STEPS && isfinite(h)) {
         double mean = 0;

@@ -7,8 +7,8 @@
 
 #include <math.h>
 
-static void at(const char *name, double warmup, double decay, int decay_given,
-               const int64_t *steps, const double *want, int n)
+static void at(const char *name, double warmup, double decay, int decay_given, const int64_t *steps,
+               const double *want, int n)
 {
     bora_schedule s;
     if (bora_schedule_init(&s, name, 1e-3, warmup, decay, decay_given, 0.1, 100) != BORA_OK) {
@@ -80,8 +80,9 @@ int main(void)
     double nowarm[] = {1e-3};
     at("constant", 0, 0, 0, s8, nowarm, 1);
 
-    refused("cosin", 10, 0, 0, "optimizer.lr_schedule: unknown schedule 'cosin' (constant, "
-                               "cosine, linear, inv_sqrt or wsd)");
+    refused("cosin", 10, 0, 0,
+            "optimizer.lr_schedule: unknown schedule 'cosin' (constant, "
+            "cosine, linear, inv_sqrt or wsd)");
     refused("cosine", 200, 0, 0, "optimizer.warmup: 200 steps of warmup exceed num_train_steps");
     refused("cosine", 10, 95, 1, "optimizer.decay: 95 steps of decay and 10 of warmup exceed");
     refused("cosine", -1, 0, 0, "optimizer.warmup: -1 is neither a fraction nor a step count");
