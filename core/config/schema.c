@@ -74,7 +74,7 @@ static const bora_key optimizer_keys[] = {
      "null decays over everything after warmup (wsd: the last 0.2)"},
     {"min_lr_ratio", BORA_KEY_FLOAT, 0, "0.1", "the rate decay ends at, as a fraction of the peak"},
     {"max_grad_norm", BORA_KEY_FLOAT, 0, "1.0",
-     "clip the global gradient norm to this; 0 or null turns clipping off"},
+     "clip the global gradient norm to this; 0 turns clipping off"},
     {NULL, 0, 0, NULL, NULL},
 };
 
