@@ -2,6 +2,7 @@
 #include "checkpoint.h"
 
 #include "../util/log.h"
+#include "../util/str.h"
 #include "safetensors.h"
 
 #include <dirent.h>
@@ -337,40 +338,7 @@ bora_status bora_ckpt_load_optimizer(g_store *s, const char *const *slots, const
 bora_status bora_ckpt_read_trainer(const char *dir, char **json)
 {
     char path[4200];
+    size_t len;
     snprintf(path, sizeof path, "%s/trainer.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            cap = cap ? 2 * cap : 8192;
-            if (cap > (64u << 20)) {
-                free(buf);
-                fclose(f);
-                return bora_error_set(BORA_ERR_INVALID, "%s: larger than 64 MiB", path);
-            }
-            char *g = realloc(buf, cap);
-            if (!g) {
-                free(buf);
-                fclose(f);
-                return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-            }
-            buf = g;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return bora_error_set(BORA_ERR_IO, "%s: read failed", path);
-    }
-    buf[len] = 0;
-    *json = buf;
-    return BORA_OK;
+    return bora_read_file(path, 64u << 20, json, &len);
 }

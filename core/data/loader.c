@@ -4,13 +4,11 @@
 #include "../util/log.h"
 #include "../util/str.h"
 
-#include <errno.h>
 #include <glob.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 struct bora_loader {
@@ -21,32 +19,6 @@ struct bora_loader {
     int32_t eos;
     uint64_t hash;
 };
-
-static bora_status read_file(const char *path, char **data, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return bora_error_set(BORA_ERR_IO, "%s: not a regular file", path);
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf)
-        return bora_error_set(BORA_ERR_NOMEM, "%s: out of memory", path);
-    if (bad || got != (size_t)st.st_size) {
-        free(buf);
-        return bora_error_set(BORA_ERR_IO, "%s: read failed", path);
-    }
-    buf[got] = 0;
-    *data = buf;
-    *len = got;
-    return BORA_OK;
-}
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -202,7 +174,7 @@ bora_status bora_loader_open(const bora_loader_opts *o, bora_loader **out)
             }
             char *data = NULL;
             size_t len = 0;
-            if ((st = read_file(path, &data, &len)) != BORA_OK)
+            if ((st = bora_read_file(path, SIZE_MAX, &data, &len)) != BORA_OK)
                 break;
             st = jsonl ? read_jsonl(&s, path, data, len, o->text_key ? o->text_key : "text")
                        : read_txt(&s, path, data, len);
@@ -231,11 +203,8 @@ bora_status bora_loader_open(const bora_loader_opts *o, bora_loader **out)
     l->eos = s.eos;
     l->shuffle = o->shuffle;
     l->seed = o->seed;
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *p = (const unsigned char *)l->tokens;
-    for (size_t i = 0; i < (size_t)l->n_tokens * sizeof(int32_t); i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    l->hash = (h ^ (uint64_t)o->seq_len) * 1099511628211ull;
+    uint64_t h = bora_fnv1a(BORA_FNV_SEED, l->tokens, (size_t)l->n_tokens * sizeof(int32_t));
+    l->hash = bora_fnv1a(h, &o->seq_len, sizeof o->seq_len);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (o->progress)
         bora_log(BORA_LOG_INFO,

@@ -58,7 +58,7 @@ typedef struct trainer {
     bora_loader *loader;
     tracker *trackers;
     size_t n_trackers;
-    /* one micro-batch */
+    /* one step's rows */
     int64_t seq_len;
     int32_t *ids, *targets, *segs;
     /* what a checkpoint records */
@@ -564,7 +564,7 @@ static bora_status build(trainer *t, bora_config *root)
         return bora_error_set(BORA_ERR_INVALID,
                               "model %s: no (batch, position) input named input_ids",
                               t->model_entry->ops->name);
-    size_t n = (size_t)(t->micro * t->seq_len);
+    size_t n = (size_t)(t->batch * t->seq_len); /* a whole step's rows */
     t->ids = malloc(n * sizeof(int32_t));
     t->targets = malloc(n * sizeof(int32_t));
     t->segs = malloc(n * sizeof(int32_t));
@@ -725,29 +725,23 @@ static bora_status restore(trainer *t, int64_t *start)
 /* One optimizer step: the micro-batches, then the apply graph. */
 static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, double *norm)
 {
-    int64_t k = step - 1, rows = t->micro, count = 0, n_micro = t->batch / t->micro;
-    size_t bytes = (size_t)(rows * t->seq_len) * sizeof(int32_t);
-    /* The step's loss-token count comes first: every micro-batch divides by the same. */
-    for (int64_t m = 0; m < n_micro; m++) {
-        int64_t c;
-        bora_status st = bora_loader_rows(t->loader, k, t->batch, m * rows, rows, t->ids,
-                                          t->targets, t->segs, &c);
-        if (st != BORA_OK)
-            return st;
-        count += c;
-    }
+    int64_t rows = t->micro, n_micro = t->batch / t->micro, count;
+    size_t cells = (size_t)(rows * t->seq_len), bytes = cells * sizeof(int32_t);
+    /* The whole step's rows at once: the loss-token count must be known before the first
+     * micro-batch runs, as every micro-batch divides by it. */
+    bora_status st = bora_loader_rows(t->loader, step - 1, t->batch, 0, t->batch, t->ids,
+                                      t->targets, t->segs, &count);
+    if (st != BORA_OK)
+        return st;
     float scale = count ? (float)(1.0 / (double)count) : 0.0f;
     double total = 0;
     for (int64_t m = 0; m < n_micro; m++) {
-        int64_t c;
-        bora_status st = bora_loader_rows(t->loader, k, t->batch, m * rows, rows, t->ids,
-                                          t->targets, t->segs, &c);
+        size_t at = (size_t)m * cells;
+        st = g_set_input(t->train, "input_ids", t->ids + at, bytes);
         if (st == BORA_OK)
-            st = g_set_input(t->train, "input_ids", t->ids, bytes);
+            st = g_set_input(t->train, "targets", t->targets + at, bytes);
         if (st == BORA_OK)
-            st = g_set_input(t->train, "targets", t->targets, bytes);
-        if (st == BORA_OK)
-            st = g_set_input(t->train, "segment_ids", t->segs, bytes);
+            st = g_set_input(t->train, "segment_ids", t->segs + at, bytes);
         if (st == BORA_OK)
             st = g_set_input(t->train, "loss_scale", &scale, sizeof scale);
         if (st == BORA_OK)
@@ -763,7 +757,7 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
     *loss = total;
     if (!isfinite(total) && t->crash_on_nan)
         return BORA_ERR_INVALID;
-    bora_status st = bora_apply_step(&t->apply, step, lr, norm);
+    st = bora_apply_step(&t->apply, step, lr, norm);
     if (st != BORA_OK)
         return bora_error_set(st, "step %" PRId64 ": %s", step, bora_error_get());
     if (!isfinite(*norm) && t->crash_on_nan)

@@ -1,6 +1,9 @@
 /* core/util/str.c — small string and path helpers. */
 #include "str.h"
 
+#include "log.h"
+
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -108,4 +111,34 @@ int bora_hash_file(const char *path, uint64_t *out)
     fclose(f);
     *out = h;
     return bad ? -1 : 0;
+}
+
+bora_status bora_read_file(const char *path, size_t max_bytes, char **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return bora_error_set(BORA_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        fclose(f);
+        return bora_error_set(BORA_ERR_INVALID, "%s: larger than %zu MiB", path, max_bytes >> 20);
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return bora_error_set(BORA_ERR_NOMEM, "%s: out of memory", path);
+    if (bad || got != (size_t)st.st_size) {
+        free(buf);
+        return bora_error_set(BORA_ERR_IO, "%s: read failed", path);
+    }
+    buf[got] = 0;
+    *data = buf;
+    *len = got;
+    return BORA_OK;
 }

@@ -2,6 +2,7 @@
 #ifndef BORA_CORE_STR_H
 #define BORA_CORE_STR_H
 
+#include <bora/plugin.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,9 @@ void bora_json_string(FILE *out, const char *s);         /* s as a quoted JSON s
 #define BORA_FNV_SEED 1469598103934665603ull
 /* FNV-1a, 64-bit, continuing from h (start with BORA_FNV_SEED). */
 uint64_t bora_fnv1a(uint64_t h, const void *data, size_t n);
+/* A regular file's bytes, NUL-terminated (malloc'ed); refused above max_bytes. The error names
+ * the file. */
+bora_status bora_read_file(const char *path, size_t max_bytes, char **data, size_t *len);
 /* The FNV-1a hash of a file's bytes; -1 when it cannot be read. */
 int bora_hash_file(const char *path, uint64_t *out);
 
