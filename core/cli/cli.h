@@ -22,6 +22,10 @@ int bora_cmd_config(const bora_cli *cli);
 int bora_cmd_graph(const bora_cli *cli);
 int bora_cmd_tokenize(const bora_cli *cli);
 int bora_cmd_train(const bora_cli *cli);
+int bora_cmd_eval(const bora_cli *cli);
+int bora_cmd_cache(const bora_cli *cli);
+int bora_cmd_runs(const bora_cli *cli);
+int bora_cmd_generate(const bora_cli *cli);
 
 /* Print declared keys as an aligned table, one per line. */
 void bora_cli_print_keys(FILE *out, const bora_key *keys, const char *indent);

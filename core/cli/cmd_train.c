@@ -1,10 +1,49 @@
-/* core/cli/cmd_train.c — `bora train CONFIG.yaml [--force] [overrides]`. */
+/* core/cli/cmd_train.c — `bora train CONFIG.yaml [--force] [overrides]`,
+ * `bora eval CONFIG.yaml --checkpoint DIR [--json] [overrides]` and
+ * `bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]`. */
 #include "../train/trainer.h"
 #include "../util/log.h"
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Load the plugins, parse the configuration files and overrides in args, then run: its exit
+ * status, or 1 when loading or parsing failed (reported). */
+static int with_config(const bora_cli *cli, int n, char **args,
+                       int (*run)(bora_cfg *, bora_registry *, void *), void *ctx)
+{
+    int rc = 1;
+    bora_registry *reg = bora_cli_load_plugins(cli);
+    bora_cfg *cfg = bora_cfg_new();
+    if (reg && cfg) {
+        if (bora_cfg_parse_args(cfg, n, args) != BORA_OK && !bora_cfg_error_count(cfg))
+            bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        else if (bora_cfg_error_count(cfg))
+            bora_cfg_print_errors(cfg, stderr);
+        else
+            rc = run(cfg, reg, ctx);
+    }
+    bora_cfg_free(cfg);
+    bora_registry_free(reg);
+    return rc;
+}
+
+static int run_train(bora_cfg *cfg, bora_registry *reg, void *opts)
+{
+    return bora_train(cfg, reg, opts);
+}
+
+typedef struct eval_args {
+    const char *checkpoint;
+    int json;
+} eval_args;
+
+static int run_eval(bora_cfg *cfg, bora_registry *reg, void *ctx)
+{
+    const eval_args *e = ctx;
+    return bora_evaluate(cfg, reg, e->checkpoint, e->json);
+}
 
 int bora_cmd_train(const bora_cli *cli)
 {
@@ -23,19 +62,85 @@ int bora_cmd_train(const bora_cli *cli)
         else
             args[n++] = cli->argv[i];
     }
-    int rc = 1;
-    bora_registry *reg = bora_cli_load_plugins(cli);
-    bora_cfg *cfg = bora_cfg_new();
-    if (reg && cfg) {
-        if (bora_cfg_parse_args(cfg, n, args) != BORA_OK && !bora_cfg_error_count(cfg))
-            bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
-        else if (bora_cfg_error_count(cfg))
-            bora_cfg_print_errors(cfg, stderr);
+    int rc = with_config(cli, n, args, run_train, &opts);
+    free(args);
+    return rc;
+}
+
+int bora_cmd_eval(const bora_cli *cli)
+{
+    const char *checkpoint = NULL;
+    int json = 0, n = 0, rc = 1;
+    char **args = calloc((size_t)cli->argc + 1, sizeof *args);
+    if (!args)
+        return 1;
+    for (int i = 0; i < cli->argc; i++) {
+        const char *a = cli->argv[i];
+        if (!strcmp(a, "--checkpoint") || !strncmp(a, "--checkpoint=", 13)) {
+            checkpoint = a[12] == '=' ? a + 13 : (i + 1 < cli->argc ? cli->argv[++i] : NULL);
+            if (!checkpoint || !*checkpoint) {
+                bora_log(BORA_LOG_ERROR, "eval: --checkpoint needs a directory");
+                free(args);
+                return 2;
+            }
+        } else if (!strcmp(a, "--json"))
+            json = 1;
         else
-            rc = bora_train(cfg, reg, &opts);
+            args[n++] = cli->argv[i];
     }
-    bora_cfg_free(cfg);
-    bora_registry_free(reg);
+    if (n < 1 || !checkpoint) {
+        bora_log(BORA_LOG_ERROR, "eval: give a configuration and a checkpoint (bora eval "
+                                 "run.yaml --checkpoint DIR)");
+        free(args);
+        return 2;
+    }
+    eval_args e = {checkpoint, json};
+    rc = with_config(cli, n, args, run_eval, &e);
+    free(args);
+    return rc;
+}
+
+typedef struct cache_args {
+    int64_t workers;
+    int rebuild;
+} cache_args;
+
+static int run_cache(bora_cfg *cfg, bora_registry *reg, void *ctx)
+{
+    const cache_args *c = ctx;
+    return bora_cache_build(cfg, reg, c->workers, c->rebuild);
+}
+
+int bora_cmd_cache(const bora_cli *cli)
+{
+    cache_args c = {0, 0};
+    int n = 0;
+    char **args = calloc((size_t)cli->argc + 1, sizeof *args);
+    if (!args)
+        return 1;
+    for (int i = 0; i < cli->argc; i++) {
+        const char *a = cli->argv[i];
+        if (!strcmp(a, "--rebuild")) {
+            c.rebuild = 1;
+        } else if (!strcmp(a, "--workers")) {
+            char *end = NULL;
+            const char *v = i + 1 < cli->argc ? cli->argv[++i] : "";
+            c.workers = strtoll(v, &end, 10);
+            if (!*v || *end || c.workers < 1 || c.workers > 256) {
+                bora_log(BORA_LOG_ERROR, "cache: --workers: '%s' is not a number in 1..256", v);
+                free(args);
+                return 2;
+            }
+        } else {
+            args[n++] = cli->argv[i];
+        }
+    }
+    if (n < 1) {
+        bora_log(BORA_LOG_ERROR, "cache: give a configuration file (bora cache run.yaml)");
+        free(args);
+        return 2;
+    }
+    int rc = with_config(cli, n, args, run_cache, &c);
     free(args);
     return rc;
 }

@@ -27,16 +27,47 @@ static const command commands[] = {
      "\n"
      "  --force   resume even where the checkpoint was made by a different configuration,\n"
      "            thread count, CPU or build (the result is then not bitwise the same)\n"},
-    {"eval", NULL, "loss and bits per byte of a checkpoint on the validation set",
-     "bora eval CONFIG.yaml --checkpoint DIR\n"},
-    {"generate", NULL, "sample text from a checkpoint",
-     "bora generate --checkpoint DIR --prompt TEXT [--max-tokens N --temperature T]\n"},
+    {"eval", bora_cmd_eval, "loss and bits per byte of a checkpoint on the validation set",
+     "bora eval CONFIG.yaml --checkpoint DIR [--json] [--section.key=value ...]\n"
+     "\n"
+     "Loads the model weights of a checkpoint (a step-N directory, or a run directory for its\n"
+     "latest) into the model CONFIG.yaml describes and runs it over the validation set\n"
+     "(data.validation_urls; trainer.max_eval_batches batches of train_batch_size sequences,\n"
+     "or all of it). Prints the mean loss per predicted token (nats) and bits per byte: the\n"
+     "summed loss in bits over the UTF-8 bytes those tokens stand for. --json prints them as\n"
+     "one JSON object at full precision.\n"},
+    {"generate", bora_cmd_generate, "sample text from a checkpoint",
+     "bora generate --checkpoint DIR --prompt TEXT [--max-tokens N] [--temperature T]\n"
+     "              [--top-k K] [--top-p P] [--seed S] [--tokenizer PATH] [--ids]\n"
+     "              [--no-cache]\n"
+     "\n"
+     "Loads the model of a checkpoint (its configuration from trainer.json, its weights from\n"
+     "model.safetensors), prints the prompt and continues it token by token until --max-tokens\n"
+     "(64) or the end-of-text token, then the tokens per second on stderr. Each token is\n"
+     "sampled at --temperature (0.8; 0 takes the most likely token) from the --top-k (40; 0:\n"
+     "all) most likely tokens, cut to the smallest set whose probability reaches --top-p (1.0).\n"
+     "The same --seed (0) gives the same text. The tokenizer is the run's (data.tokenizer)\n"
+     "unless --tokenizer names another. The context is the model's seq_len: beyond it, the\n"
+     "last seq_len tokens. --ids also prints every token id (prompt and generated) on stderr.\n"
+     "\n"
+     "With the model's KV cache (GPT-2 has one), the prompt runs once and each new token costs\n"
+     "one position until the context is full; past it, each token runs the whole window again\n"
+     "(learned positions shift). --no-cache runs the whole window for every token: the same\n"
+     "tokens, slower; a check of the cache.\n"},
     {"export", NULL, "write a checkpoint as a Hugging Face folder",
      "bora export --checkpoint DIR --out DIR\n"},
     {"import", NULL, "read a Hugging Face folder into a checkpoint",
      "bora import --hf DIR --out DIR\n"},
-    {"cache", NULL, "build the tokenized data cache of a configuration",
-     "bora cache CONFIG.yaml\n"},
+    {"cache", bora_cmd_cache, "build the tokenized data cache of a configuration",
+     "bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]\n"
+     "\n"
+     "Tokenizes data.train_urls (and data.validation_urls) into the token cache that bora train\n"
+     "reads, showing files, documents, tokens, tokens/s and the time left, then where it is.\n"
+     "One shard per source file, built by --workers threads (data.cache_workers; the cache is\n"
+     "the same for any number) at idle priority; finished shards are kept, so a build that was\n"
+     "stopped goes on where it was. bora train does the same in the background and starts\n"
+     "when the first window is ready. --rebuild (data.cache_rebuild) empties a data.cache_dir\n"
+     "that was made for another tokenizer or other sources instead of refusing it.\n"},
     {"config", bora_cmd_config, "show a resolved configuration, or the documented keys",
      "bora config show CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...] [--json]\n"
      "       bora config keys [SECTION | KIND NAME]\n"
@@ -58,7 +89,16 @@ static const command commands[] = {
      "\n"
      "  --special   add the special tokens of the tokenizer's template (a BOS)\n"
      "  --decode    read JSON arrays of ids instead, and write their text\n"},
-    {"runs", NULL, "list, show and compare recorded runs", "bora runs [show ID | compare ID ID]\n"},
+    {"runs", bora_cmd_runs, "list, show and compare recorded runs",
+     "bora runs [--db PATH] [show ID | compare ID ID]\n"
+     "\n"
+     "Reads the run database the sqlite tracker (the default) writes, runs/bora.db unless\n"
+     "--db names another. Without arguments, lists every run: id, model, steps done of the\n"
+     "total, last loss, status (running, finished, failed, killed, or died when its process is\n"
+     "gone) and start time. show: one run's status, machine, backend, git commit, summary, a\n"
+     "plot of its loss and its configuration. compare: the configuration keys where two runs\n"
+     "differ, and each metric's last value side by side. An id may be shortened to a unique\n"
+     "prefix.\n"},
     {"graph", bora_cmd_graph, "build a configuration's graphs and report their memory",
      "bora graph CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...]\n"
      "\n"

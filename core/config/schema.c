@@ -36,23 +36,42 @@ static const bora_key trainer_keys[] = {
      "mixed precision: parameter and compute dtypes, e.g. p=f32,c=bf16"},
     {"crash_on_nan", BORA_KEY_BOOL, 0, "true",
      "stop at a non-finite loss, naming the step and keeping the last checkpoint"},
-    {"steps_per_eval", BORA_KEY_INT, 0, "1000", "optimizer steps between evaluations"},
-    {"max_eval_batches", BORA_KEY_INT, 0, "-1", "batches per evaluation; -1 for the whole set"},
-    {"tracker", BORA_KEY_COMPONENT, 0, "[{type: jsonl}]",
+    {"steps_per_eval", BORA_KEY_INT, 0, "1000",
+     "optimizer steps between evaluations on data.validation_urls (and one at the last step)"},
+    {"max_eval_batches", BORA_KEY_INT, 0, "-1",
+     "batches of train_batch_size sequences per evaluation; -1 for the whole validation set"},
+    {"tracker", BORA_KEY_COMPONENT, 0, "[{type: sqlite}]",
      "experiment trackers: one {type: NAME, ...} or a list of them"},
     {"checkpointer", BORA_KEY_MAP, 0, "{}", "the checkpoint policy (see trainer.checkpointer)"},
     {NULL, 0, 0, NULL, NULL},
 };
 
 static const bora_key data_keys[] = {
-    {"train_urls", BORA_KEY_LIST, 0, "[]", "training text: .jsonl or .txt files"},
-    {"validation_urls", BORA_KEY_LIST, 0, "[]", "validation text, in the same forms"},
+    {"train_urls", BORA_KEY_LIST, 0, "[]",
+     "training text: .jsonl or .txt files, plain, .gz or .zst; globs and brace ranges "
+     "(shard.{1..128}.jsonl.gz) expand, and each must match"},
+    {"validation_urls", BORA_KEY_LIST, 0, "[]",
+     "validation text, in the same forms: evaluated every trainer.steps_per_eval steps and by "
+     "bora eval"},
     {"tokenizer", BORA_KEY_STRING, 0, "\"\"",
      "a tokenizer.json, or a folder holding one (or vocab.json and merges.txt)"},
     {"text_key", BORA_KEY_STRING, 0, "text", "the field of each .jsonl record that holds text"},
-    {"shuffle", BORA_KEY_BOOL, 0, "false",
-     "serve the seq_len windows in a permuted order keyed by trainer.seed (else in file order)"},
-    {"cache_dir", BORA_KEY_STRING, 0, "~/.cache/bora/tokens", "where tokenized data is cached"},
+    {"shuffle", BORA_KEY_STRING, 0, "false",
+     "false: the seq_len windows in file order; true: all of them permuted, keyed by "
+     "trainer.seed (waits for the whole token cache); N: permuted within eras of N windows "
+     "(starts as soon as the first era is tokenized)"},
+    {"max_bad_fraction", BORA_KEY_FLOAT, 0, "0",
+     "bad records (invalid JSON or UTF-8, no text field) allowed as a fraction of all; each is "
+     "reported with its file and line and skipped. 0: any is an error"},
+    {"cache_dir", BORA_KEY_STRING, 0, "\"\"",
+     "the token cache's directory; empty: ${XDG_CACHE_HOME:-~/.cache}/bora/tokens/KEY, KEY a "
+     "hash of the tokenizer, text_key and the sources' paths, sizes and modification times"},
+    {"cache_workers", BORA_KEY_INT, 0, "0",
+     "threads tokenizing files into the cache, at idle priority (0: one per core, at most 8); "
+     "the cache is the same for any number"},
+    {"cache_rebuild", BORA_KEY_BOOL, 0, "false",
+     "empty and rebuild a cache_dir that was made for another tokenizer or other sources "
+     "(else that is an error)"},
     {NULL, 0, 0, NULL, NULL},
 };
 

@@ -1573,6 +1573,128 @@ static bora_tensor *api_extent(bora_graph *gp, const char *name, int64_t max)
     return v;
 }
 
+static bora_tensor *api_state(bora_graph *gp, const char *name, int32_t dtype, int32_t ndim,
+                              const bora_axis *axes)
+{
+    g_graph *g = (g_graph *)gp;
+    if (g->status)
+        return NULL;
+    if (!name || !*name) {
+        g_fail(g, "model state needs a name");
+        return NULL;
+    }
+    if (check_axes(g, "model state", name, ndim, axes))
+        return NULL;
+    if (!bora_dtype_size(dtype)) {
+        g_fail(g, "model state '%s': unknown dtype %d", name, dtype);
+        return NULL;
+    }
+    g_store *s = g->store;
+    long at = -1;
+    for (size_t i = 0; i < s->n_mstates; i++)
+        if (!strcmp(s->mstates[i].name, name))
+            at = (long)i;
+    if (at >= 0) {
+        const g_mstate *m = &s->mstates[at];
+        int same = m->dtype == dtype && m->ndim == ndim;
+        for (int i = 0; same && i < ndim; i++)
+            same = m->dims[i] == axes[i].size && !strcmp(m->names[i], axes[i].name);
+        if (!same) {
+            g_fail(g, "model state '%s' is declared again with another shape or dtype", name);
+            return NULL;
+        }
+        for (size_t i = 0; i < g->n_vals; i++)
+            if (g->vals[i]->storage == S_MODEL && g->vals[i]->slot == at && g->vals[i]->node &&
+                g->vals[i]->node->op == G_PARAM) {
+                g_fail(g, "model state '%s' is declared twice in one graph", name);
+                return NULL;
+            }
+    } else {
+        if (s->mstate) {
+            g_fail(g, "model state '%s' is new after the store was allocated", name);
+            return NULL;
+        }
+        g_mstate *ms = grow(s->mstates, &s->cap_mstates, s->n_mstates, sizeof *ms);
+        if (!ms) {
+            g_fail(g, "out of memory");
+            return NULL;
+        }
+        s->mstates = ms;
+        g_mstate *m = &s->mstates[s->n_mstates];
+        memset(m, 0, sizeof *m);
+        m->name = bora_strdup(name);
+        m->dtype = dtype;
+        m->ndim = ndim;
+        size_t n = 1;
+        for (int i = 0; i < ndim; i++) {
+            m->dims[i] = axes[i].size;
+            m->names[i] = g_intern(axes[i].name);
+            n *= (size_t)axes[i].size;
+        }
+        m->offset = s->mstate_bytes;
+        m->nbytes = n * bora_dtype_size(dtype);
+        s->mstate_bytes += (m->nbytes + 63) & ~(size_t)63;
+        at = (long)s->n_mstates++;
+    }
+    gval *v = leaf(g, G_PARAM, name, dtype, ndim, axes); /* no kernel, like a parameter */
+    if (v) {
+        v->storage = S_MODEL;
+        v->slot = (int)at;
+    }
+    return v;
+}
+
+static bora_tensor *api_write_slice(bora_graph *gp, bora_tensor *dst, bora_tensor *value,
+                                    const char *axis, bora_tensor *start)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, dst, value, axis);
+    char dd[256], dv[256];
+    g_describe(dst, dd, sizeof dd);
+    g_describe(value, dv, sizeof dv);
+    if (g->mode == BORA_MODE_TRAIN || g->mode == BORA_MODE_HESSIAN) {
+        g_fail(g, "write_slice: model state %s is not written in a graph that is differentiated",
+               dd);
+        return NULL;
+    }
+    if (dst->base != dst || dst->storage != S_MODEL) {
+        g_fail(g, "write_slice: %s is not model state (bora_graph_api.state)", dd);
+        return NULL;
+    }
+    int ax = g_axis_index(dst, axis);
+    if (ax < 0 || value->ndim != dst->ndim || value->dtype != dst->dtype) {
+        g_fail(g, "write_slice: %s must have the axes and dtype of %s, which must have '%s'", dv,
+               dd, axis);
+        return NULL;
+    }
+    gval *v = g_permute(g, value, dst->ndim, dst->names);
+    if (!v)
+        return NULL;
+    for (int i = 0; i < dst->ndim; i++)
+        if (i == ax ? v->dims[i] > dst->dims[i] : v->dims[i] != dst->dims[i]) {
+            g_fail(g, "write_slice: %s does not fit in %s along '%s'", dv, dd, axis);
+            return NULL;
+        }
+    if (start && (start->ndim != 0 || start->dtype != BORA_DTYPE_I32)) {
+        char ds[256];
+        g_describe(start, ds, sizeof ds);
+        g_fail(g, "write_slice: start %s must be a 0-d i32 extent or input", ds);
+        return NULL;
+    }
+    gval *ins[3] = {dst, v, start};
+    gnode *n = g_new_node(g, BORA_OP_WRITE_SLICE, start ? 3 : 2, ins);
+    gval *out = n ? g_new_value(g, dst->dtype, dst->ndim, dst->dims, dst->names) : NULL;
+    if (!out)
+        return NULL;
+    g_add_out(n, out);
+    n->opt.pad = (bora_opt_pad){sizeof(bora_opt_pad), ax, 0};
+    out->storage = S_MODEL;
+    out->slot = dst->slot;
+    out->label = dst->label;
+    out->requires_grad = 0;
+    return out;
+}
+
 static bora_tensor *api_checkpoint(bora_graph *gp, bora_tensor *x)
 {
     g_graph *g = (g_graph *)gp;
@@ -1658,6 +1780,8 @@ const bora_graph_api g_api = {
     .ndim = api_ndim,
     .axis = api_axis,
     .dtype = api_dtype,
+    .state = api_state,
+    .write_slice = api_write_slice,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1729,7 +1853,8 @@ const char *g_op_name(int op)
                                         "pad",
                                         "concat",
                                         "one_hot",
-                                        "attention_bias"};
+                                        "attention_bias",
+                                        "write_slice"};
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];
     switch (op) {

@@ -28,7 +28,7 @@ enum {
 enum { V_PERMUTE = 1, V_RENAME, V_SLICE, V_BROADCAST, V_SPLIT, V_MERGE };
 
 /* Where a value's bytes live. */
-enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT, S_STATE };
+enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT, S_STATE, S_MODEL };
 
 typedef struct gnode gnode;
 typedef struct bora_tensor gval;
@@ -48,6 +48,7 @@ struct bora_tensor {
     int storage;                      /* S_*, for bases */
     int slot;                         /* store slot (params, grads), input index */
     int state;                        /* optimizer state slot, for S_STATE */
+                                      /* (S_MODEL: slot is the model-state slot) */
     int requires_grad;
     int64_t extent_max; /* a runtime extent: the largest value an input may hold (else 0) */
     gval *grad;         /* during autodiff: the gradient accumulated so far */
@@ -92,6 +93,15 @@ typedef struct g_slot {
     size_t offset, nbytes; /* in the parameter block, and the same in the gradient block */
 } g_slot;
 
+/* One model-state buffer (bora_graph_api.state): a KV cache. */
+typedef struct g_mstate {
+    char *name;
+    int dtype, ndim;
+    int64_t dims[BORA_MAX_DIMS];
+    const char *names[BORA_MAX_DIMS];
+    size_t offset, nbytes; /* in the model-state block */
+} g_mstate;
+
 /* Parameters and gradients of a run, shared by its graphs, on one backend. */
 struct g_store {
     const bora_backend_ops *ops;
@@ -105,6 +115,10 @@ struct g_store {
     size_t n_states; /* optimizer state slots per parameter (each a copy of the layout) */
     size_t arena_bytes;
     uint64_t seed;
+    g_mstate *mstates; /* model state: outside the arena, zeroed when allocated */
+    size_t n_mstates, cap_mstates, mstate_bytes;
+    bora_buffer *mstate;
+    char *mstate_ptr;
 };
 
 typedef struct g_input {
@@ -149,6 +163,8 @@ void g_store_free(g_store *s);
 bora_status g_store_materialize(g_store *s);
 /* Zero every gradient. */
 bora_status g_store_zero_grads(g_store *s);
+/* Zero every model-state buffer (a new generation). */
+bora_status g_store_zero_model_state(g_store *s);
 /* Find a slot by name, or -1. */
 long g_store_find(const g_store *s, const char *name);
 /* The Philox-derived initial value of element i of a parameter (f64). */
@@ -198,6 +214,8 @@ bora_status g_run(g_graph *g);
 /* Copy a value out (it must be a base with storage: the output, a parameter, a gradient). The
  * graphs of a store share one arena, so a graph's output is valid until another graph runs. */
 bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes);
+/* nbytes of such a value from byte at: a part of it (one row of logits). */
+bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t nbytes);
 /* The number of elements of a value. */
 int64_t g_numel(const gval *v);
 const char *g_op_name(int op);

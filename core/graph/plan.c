@@ -24,7 +24,7 @@ static void mark_needed(g_graph *g, char *needed)
 {
     for (size_t i = g->n_nodes; i-- > 0;) {
         gnode *n = g->nodes[i];
-        int root = n->op == G_GRAD || n->op == G_ASSIGN;
+        int root = n->op == G_GRAD || n->op == G_ASSIGN || n->op == BORA_OP_WRITE_SLICE;
         for (int o = 0; o < n->nout; o++)
             root |= n->out[o] == g->output;
         if (root)
@@ -193,6 +193,7 @@ static char *storage_of(g_graph *g, const gval *base)
     case S_PARAM: return s->param_ptr + s->slots[base->slot].offset;
     case S_GRAD: return s->grad_ptr + s->slots[base->slot].offset;
     case S_INPUT: return g->inputs[base->slot].ptr;
+    case S_MODEL: return s->mstate_ptr + s->mstates[base->slot].offset;
     case S_STATE:
         return s->state_ptr + (size_t)base->state * s->param_bytes + s->slots[base->slot].offset;
     default: return s->arena_ptr + base->arena_offset;
@@ -257,11 +258,11 @@ bora_status g_run(g_graph *g)
     return BORA_OK;
 }
 
-bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes)
+bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t nbytes)
 {
-    if (v->base != v || nbytes != value_bytes(v))
-        return bora_error_set(BORA_ERR_INVALID, "cannot read '%s' (%zu bytes asked)", v->label,
-                              nbytes);
+    if (v->base != v || at > value_bytes(v) || nbytes > value_bytes(v) - at)
+        return bora_error_set(BORA_ERR_INVALID, "cannot read '%s' (%zu bytes at %zu asked)",
+                              v->label, nbytes, at);
     g_store *s = g->store;
     bora_buffer *buf;
     size_t off;
@@ -272,7 +273,16 @@ bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes)
         buf = s->states, off = (size_t)v->state * s->param_bytes + s->slots[v->slot].offset;
         break;
     case S_INPUT: buf = g->inputs[v->slot].buf, off = 0; break;
+    case S_MODEL: buf = s->mstate, off = s->mstates[v->slot].offset; break;
     default: buf = s->arena, off = (size_t)v->arena_offset;
     }
-    return s->ops->copy_out(s->backend, dst, buf, off, nbytes);
+    return s->ops->copy_out(s->backend, dst, buf, off + at, nbytes);
+}
+
+bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes)
+{
+    if (v->base != v || nbytes != value_bytes(v))
+        return bora_error_set(BORA_ERR_INVALID, "cannot read '%s' (%zu bytes asked)", v->label,
+                              nbytes);
+    return g_read_part(g, v, 0, dst, nbytes);
 }

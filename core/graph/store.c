@@ -80,6 +80,11 @@ void g_store_free(g_store *s)
     for (size_t i = 0; i < s->n_slots; i++)
         free(s->slots[i].name);
     free(s->slots);
+    for (size_t i = 0; i < s->n_mstates; i++)
+        free(s->mstates[i].name);
+    free(s->mstates);
+    if (s->mstate)
+        s->ops->buffer_free(s->backend, s->mstate);
     if (s->params)
         s->ops->buffer_free(s->backend, s->params);
     if (s->grads)
@@ -107,6 +112,17 @@ static void store_value(void *dst, int dtype, double v)
         *(float *)dst = (float)v;
 }
 
+/* Fill bytes of a backend buffer with zeros. */
+static bora_status zero_buffer(g_store *s, bora_buffer *b, size_t bytes)
+{
+    char *zeros = calloc(1, bytes);
+    if (!zeros)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_status st = s->ops->copy_in(s->backend, b, 0, zeros, bytes);
+    free(zeros);
+    return st;
+}
+
 bora_status g_store_materialize(g_store *s)
 {
     size_t bytes = s->param_bytes ? s->param_bytes : 64;
@@ -121,12 +137,15 @@ bora_status g_store_materialize(g_store *s)
         return bora_error_set(BORA_ERR_NOMEM, "cannot allocate optimizer state on %s",
                               s->backend_name);
     s->state_ptr = s->ops->buffer_ptr(s->backend, s->states);
-    char *zeros = calloc(1, state_bytes);
-    if (!zeros)
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    bora_status zst = s->ops->copy_in(s->backend, s->states, 0, zeros, state_bytes);
-    free(zeros);
+    bora_status zst = zero_buffer(s, s->states, state_bytes);
     if (zst != BORA_OK)
+        return zst;
+    if (s->ops->buffer_alloc(s->backend, s->mstate_bytes ? s->mstate_bytes : 64, 64, &s->mstate) !=
+        BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes of model state on %s",
+                              s->mstate_bytes, s->backend_name);
+    s->mstate_ptr = s->ops->buffer_ptr(s->backend, s->mstate);
+    if ((zst = g_store_zero_model_state(s)) != BORA_OK)
         return zst;
     s->param_ptr = s->ops->buffer_ptr(s->backend, s->params);
     s->grad_ptr = s->ops->buffer_ptr(s->backend, s->grads);
@@ -148,13 +167,14 @@ bora_status g_store_materialize(g_store *s)
     return g_store_zero_grads(s);
 }
 
+bora_status g_store_zero_model_state(g_store *s)
+{
+    if (!s->mstate)
+        return bora_error_set(BORA_ERR_INVALID, "the store is not allocated");
+    return zero_buffer(s, s->mstate, s->mstate_bytes ? s->mstate_bytes : 64);
+}
+
 bora_status g_store_zero_grads(g_store *s)
 {
-    size_t bytes = s->param_bytes ? s->param_bytes : 64;
-    char *zeros = calloc(1, bytes);
-    if (!zeros)
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    bora_status st = s->ops->copy_in(s->backend, s->grads, 0, zeros, bytes);
-    free(zeros);
-    return st;
+    return zero_buffer(s, s->grads, s->param_bytes ? s->param_bytes : 64);
 }

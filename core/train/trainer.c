@@ -3,13 +3,17 @@
 
 #include "../ckpt/checkpoint.h"
 #include "../config/schema.h"
+#include "../data/cache.h"
 #include "../data/loader.h"
 #include "../graph/graph.h"
 #include "../util/log.h"
 #include "../util/str.h"
 #include "apply.h"
 #include "bora_version.h"
+#include "eval.h"
+#include "peak.h"
 #include "schedule.h"
+#include "tracklog.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +21,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,12 +31,6 @@
 typedef struct keep_rule {
     int64_t every, until; /* until < 0: forever */
 } keep_rule;
-
-typedef struct tracker {
-    const bora_tracker_ops *ops;
-    bora_tracker *t;
-    const char *name;
-} tracker;
 
 typedef struct trainer {
     bora_cfg *cfg;
@@ -52,24 +51,35 @@ typedef struct trainer {
     bora_optimizer *opt;
     g_store *store;
     g_graph *train;
+    bora_eval *eval; /* when there is a validation set */
     bora_apply apply;
     int apply_built;
     bora_tokenizer *tok;
-    bora_loader *loader;
-    tracker *trackers;
+    bora_loader *loader, *val;
+    int64_t steps_per_eval, max_eval_batches;
+    int has_val, eval_only;
+    double wait_s;          /* the last step's wait for its batch */
+    double flops_per_token; /* 6N + 12 L d T */
+    double peak_gflops;     /* the backend's measured peak, 0 if unknown */
+    bora_eval_result last_eval;
+    int live, line_open; /* stdout is a terminal: one progress line redrawn in place */
+    bora_tracklog_entry *trackers;
     size_t n_trackers;
+    bora_tracklog *log;
     /* one step's rows */
     int64_t seq_len;
     int32_t *ids, *targets, *segs;
     /* what a checkpoint records */
     char *config_json, *record_json;
     int force;
+    int64_t cache_workers; /* bora cache --workers */
+    int cache_rebuild;     /* bora cache --rebuild */
 } trainer;
 
 /* Ctrl-C and SIGTERM. They are blocked in every thread but one that waits for them: a handler
  * running on a compute thread could land while oneDNN's JIT gemm has its stack pointer on the
  * heap, and its frame would corrupt the heap. */
-static volatile sig_atomic_t interrupted;
+static atomic_int interrupted; /* set by the waiter thread, read by the loop */
 
 typedef struct sig_watch {
     pthread_t thread;
@@ -86,14 +96,14 @@ static void *watch_signals(void *arg)
             continue;
         if (sig == SIGUSR1)
             return NULL; /* the run is over */
-        interrupted = 1;
+        atomic_store_explicit(&interrupted, 1, memory_order_relaxed);
     }
 }
 
 /* Block the signals in this thread (and so in every thread made after) and start the waiter. */
 static void sig_watch_start(sig_watch *w)
 {
-    interrupted = 0;
+    atomic_store_explicit(&interrupted, 0, memory_order_relaxed);
     sigemptyset(&w->set);
     sigaddset(&w->set, SIGINT);
     sigaddset(&w->set, SIGTERM);
@@ -108,14 +118,16 @@ static void sig_watch_stop(sig_watch *w)
         pthread_kill(w->thread, SIGUSR1);
         pthread_join(w->thread, NULL);
     }
+    /* A SIGINT or SIGTERM that came after the waiter left is still pending: take it here, or
+     * the unblock below kills the process (status 143 where the run ended with 130). */
+    sigset_t late;
+    sigemptyset(&late);
+    sigaddset(&late, SIGINT);
+    sigaddset(&late, SIGTERM);
+    const struct timespec zero = {0, 0};
+    while (sigtimedwait(&late, NULL, &zero) > 0)
+        ;
     pthread_sigmask(SIG_SETMASK, &w->old, NULL);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- settings ------------------------------------------------------------------------------ */
@@ -205,6 +217,14 @@ static bora_status read_settings(trainer *t, bora_config *root)
     bora_cfg_int(tr, "per_device_parallelism", -1, &t->micro);
     bora_cfg_int(tr, "seed", 0, &t->seed);
     bora_cfg_bool(tr, "crash_on_nan", 1, &t->crash_on_nan);
+    bora_cfg_int(tr, "steps_per_eval", 1000, &t->steps_per_eval);
+    bora_cfg_int(tr, "max_eval_batches", -1, &t->max_eval_batches);
+    bora_config *vu = bora_cfg_child(bora_cfg_child(root, "data"), "validation_urls");
+    t->has_val = vu && ((vu->kind == BORA_NODE_LIST && vu->n > 0) ||
+                        (vu->kind == BORA_NODE_SCALAR && vu->text && *vu->text));
+    if (t->steps_per_eval < 1)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "steps_per_eval"),
+                       "trainer.steps_per_eval: must be 1 or more");
     bora_cfg_string(tr, "id", "", &t->run_id);
     bora_cfg_string(tr, "load_checkpoint", "", &t->load_checkpoint);
     const char *mp = "p=f32,c=f32";
@@ -355,9 +375,8 @@ static bora_status make_record(trainer *t)
     json_kv(f, "model_plugin", buf, 1);
     plugin_line(buf, sizeof buf, t->opt_entry);
     json_kv(f, "optimizer_plugin", buf, 1);
-    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (%lld tokens, %lld windows)",
-             bora_loader_hash(t->loader), (long long)bora_loader_tokens(t->loader),
-             (long long)bora_loader_windows(t->loader));
+    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the token cache in %s)",
+             bora_loader_hash(t->loader), bora_loader_cache_dir(t->loader));
     json_kv(f, "data", buf, 0);
     fputs("}", f);
     if (fclose(f) != 0 || !text)
@@ -514,7 +533,8 @@ static bora_status build(trainer *t, bora_config *root)
         return BORA_ERR_NOT_FOUND;
     const bora_backend_ops *bops = (const bora_backend_ops *)t->be_entry->ops;
     const bora_model_ops *mops = (const bora_model_ops *)t->model_entry->ops;
-    const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
+    const bora_optimizer_ops *oops =
+        t->opt_entry ? (const bora_optimizer_ops *)t->opt_entry->ops : NULL;
     /* The backend reads its keys (num_threads) from the trainer section. */
     if (bops->create(&t->be_entry->file->host, tr, &t->be) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "backend %s: %s", t->be_entry->ops->name,
@@ -523,12 +543,23 @@ static bora_status build(trainer *t, bora_config *root)
         BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
                               bora_error_get());
-    if (oops->create(&t->opt_entry->file->host, bora_cfg_child(root, "optimizer"), &t->opt) !=
-        BORA_OK)
+    if (!t->eval_only && oops->create(&t->opt_entry->file->host, bora_cfg_child(root, "optimizer"),
+                                      &t->opt) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
                               bora_error_get());
     t->store = g_store_new(bops, t->be, t->be_entry->ops->name, (uint64_t)t->seed);
-    t->train = t->store ? g_graph_new(t->store, BORA_MODE_TRAIN) : NULL;
+    if (!t->store)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    if (t->eval_only) {
+        if (bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
+            return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
+                                  bora_error_get());
+        t->seq_len = bora_eval_seq_len(t->eval);
+        if (g_store_materialize(t->store) != BORA_OK)
+            return BORA_ERR_NOMEM;
+        return BORA_OK;
+    }
+    t->train = g_graph_new(t->store, BORA_MODE_TRAIN);
     if (!t->train)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     t->train->batch = t->micro;
@@ -552,6 +583,9 @@ static bora_status build(trainer *t, bora_config *root)
         return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
                               bora_error_get());
     t->apply_built = 1;
+    if (t->has_val && bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
+                              bora_error_get());
     if (g_store_materialize(t->store) != BORA_OK)
         return BORA_ERR_NOMEM;
     /* The shape the model wants its rows in. */
@@ -573,43 +607,152 @@ static bora_status build(trainer *t, bora_config *root)
     return BORA_OK;
 }
 
-static bora_status open_data(trainer *t, bora_config *root)
+/* Strings the loader options point to. */
+typedef struct data_names {
+    char what[64], dir[4200];
+} data_names;
+
+/* The loader options for data.{key} (train_urls or validation_urls); *list (to free) holds the
+ * patterns. An explicit data.cache_dir holds the training cache, and validation's in its
+ * subdirectory "validation". */
+static bora_status data_opts(trainer *t, bora_config *root, const char *key, int train,
+                             bora_loader_opts *o, const char ***list, data_names *names)
 {
     bora_config *data = bora_cfg_child(root, "data");
+    *list = NULL;
     if (!t->tok)
         return bora_error_set(BORA_ERR_CONFIG,
                               "data.tokenizer: give the tokenizer to train with (a "
                               "tokenizer.json, or a folder with one)");
-    bora_config *urls = bora_cfg_child(data, "train_urls");
+    bora_config *urls = bora_cfg_child(data, key);
     size_t n = urls && urls->kind == BORA_NODE_LIST ? urls->n : 0;
-    const char **list = calloc(n ? n : 1, sizeof *list);
-    if (!list)
+    const char **l = calloc(n ? n : 1, sizeof *l);
+    if (!l)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         bora_config *u = bora_cfg_at(urls, i);
-        list[i] = u->kind == BORA_NODE_SCALAR ? u->text : "";
+        l[i] = u->kind == BORA_NODE_SCALAR ? u->text : "";
     }
     if (urls && urls->kind == BORA_NODE_SCALAR) {
-        list[0] = urls->text;
+        l[0] = urls->text;
         n = 1;
         urls->read = 1;
     }
-    const char *key = "text";
-    int shuffle = 0;
-    bora_cfg_string(data, "text_key", "text", &key);
-    bora_cfg_bool(data, "shuffle", 0, &shuffle);
-    bora_loader_opts o = {list, n, key, t->tok, t->seq_len, (uint64_t)t->seed, shuffle, 1};
-    bora_status st = bora_loader_open(&o, &t->loader);
+    const char *text_key = "text", *shuffle_s = "false", *cache_dir = "";
+    int64_t shuffle = 0, workers = 0;
+    int rebuild = 0;
+    double max_bad = 0;
+    bora_cfg_string(data, "text_key", "text", &text_key);
+    bora_cfg_string(data, "shuffle", "false", &shuffle_s);
+    bora_cfg_string(data, "cache_dir", "", &cache_dir);
+    bora_cfg_int(data, "cache_workers", 0, &workers);
+    bora_cfg_bool(data, "cache_rebuild", 0, &rebuild);
+    bora_cfg_float(data, "max_bad_fraction", 0, &max_bad);
+    if (!strcmp(shuffle_s, "true"))
+        shuffle = 1;
+    else if (strcmp(shuffle_s, "false") && (bora_parse_int(shuffle_s, &shuffle) || shuffle < 1)) {
+        free(l);
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "data.shuffle: '%s' is not false, true or an era length (a "
+                              "number of windows, at least 1)",
+                              shuffle_s);
+    }
+    snprintf(names->what, sizeof names->what, "data.%s", key);
+    snprintf(names->dir, sizeof names->dir, "%s%s", cache_dir,
+             *cache_dir && !train ? "/validation" : "");
+    *o = (bora_loader_opts){.urls = l,
+                            .n_urls = n,
+                            .text_key = text_key,
+                            .tok = t->tok,
+                            .seq_len = t->seq_len,
+                            .seed = (uint64_t)t->seed,
+                            .shuffle = train ? shuffle : 0,
+                            .progress = 1,
+                            .max_bad_fraction = max_bad,
+                            .what = names->what,
+                            .cache_dir = *cache_dir ? names->dir : NULL,
+                            .workers = (int)(t->cache_workers ? t->cache_workers : workers),
+                            .rebuild = t->cache_rebuild || rebuild};
+    *list = l;
+    return BORA_OK;
+}
+
+/* A loader over data.{key} (train_urls or validation_urls). */
+static bora_status open_loader(trainer *t, bora_config *root, const char *key, int train,
+                               bora_loader **out)
+{
+    bora_loader_opts o;
+    const char **list;
+    data_names names;
+    bora_status st = data_opts(t, root, key, train, &o, &list, &names);
+    if (st == BORA_OK)
+        st = bora_loader_open(&o, out);
     free(list);
     return st;
+}
+
+static bora_status open_data(trainer *t, bora_config *root)
+{
+    if (!t->eval_only && open_loader(t, root, "train_urls", 1, &t->loader) != BORA_OK)
+        return BORA_ERR_INVALID;
+    if (t->eval && open_loader(t, root, "validation_urls", 0, &t->val) != BORA_OK)
+        return BORA_ERR_INVALID;
+    return BORA_OK;
+}
+
+/* The git commit of the working directory, if it is a repository: {"commit", "dirty"} or null. */
+static void git_state(FILE *f)
+{
+    char commit[64] = "";
+    FILE *p = popen("git rev-parse HEAD 2>/dev/null", "r");
+    if (p) {
+        if (!fgets(commit, sizeof commit, p))
+            commit[0] = 0;
+        pclose(p);
+    }
+    commit[strcspn(commit, "\n")] = 0;
+    if (strlen(commit) != 40) {
+        fputs("null", f);
+        return;
+    }
+    int dirty = 0;
+    p = popen("git status --porcelain --untracked-files=no 2>/dev/null", "r");
+    if (p) {
+        dirty = fgetc(p) != EOF;
+        pclose(p);
+    }
+    fprintf(f, "{\"commit\": \"%s\", \"dirty\": %s}", commit, dirty ? "true" : "false");
+}
+
+static char *environment_json(const trainer *t)
+{
+    char *text = NULL, host[256] = "", cwd[4096] = "";
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = 0;
+    if (!getcwd(cwd, sizeof cwd))
+        cwd[0] = 0;
+    fprintf(f, "{\"record\": %s, ", t->record_json);
+    json_kv(f, "hostname", host, 1);
+    fprintf(f, "\"pid\": %ld, ", (long)getpid());
+    json_kv(f, "cwd", cwd, 1);
+    fputs("\"git\": ", f);
+    git_state(f);
+    fputs("}", f);
+    if (fclose(f) != 0)
+        return NULL;
+    return text;
 }
 
 static bora_status open_trackers(trainer *t, bora_config *root)
 {
     bora_config *list = bora_cfg_child(bora_cfg_child(root, "trainer"), "tracker");
-    if (!list || list->kind == BORA_NODE_NULL)
-        return BORA_OK;
-    size_t n = list->kind == BORA_NODE_LIST ? list->n : 1;
+    size_t n = !list || list->kind == BORA_NODE_NULL ? 0
+               : list->kind == BORA_NODE_LIST        ? list->n
+                                                     : 1;
     t->trackers = calloc(n ? n : 1, sizeof *t->trackers);
     if (!t->trackers)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
@@ -618,23 +761,21 @@ static bora_status open_trackers(trainer *t, bora_config *root)
         const bora_entry *e;
         if (bora_config_select(node, BORA_KIND_TRACKER, t->reg, &e) != BORA_OK)
             return bora_error_set(BORA_ERR_CONFIG, "%s", bora_cfg_first_error(t->cfg));
-        tracker *tk = &t->trackers[t->n_trackers];
+        bora_tracklog_entry *tk = &t->trackers[t->n_trackers];
         tk->ops = (const bora_tracker_ops *)e->ops;
         tk->name = e->ops->name;
         if (tk->ops->create(&e->file->host, node, t->run_id, &tk->t) != BORA_OK)
             return bora_error_set(BORA_ERR_INVALID, "tracker %s: %s", tk->name, bora_error_get());
         t->n_trackers++;
-        if (tk->ops->log_hparams(tk->t, t->config_json) != BORA_OK)
-            bora_log(BORA_LOG_WARN, "tracker %s: %s", tk->name, bora_error_get());
     }
+    bora_status st = bora_tracklog_start(t->trackers, t->n_trackers, &t->log);
+    if (st != BORA_OK)
+        return st;
+    bora_tracklog_hparams(t->log, t->config_json);
+    char *env = environment_json(t);
+    bora_tracklog_environment(t->log, env ? env : "{}");
+    free(env);
     return BORA_OK;
-}
-
-static void track(trainer *t, int64_t step, const bora_metric *m, size_t n)
-{
-    for (size_t i = 0; i < t->n_trackers; i++)
-        if (t->trackers[i].ops->log(t->trackers[i].t, step, m, n) != BORA_OK)
-            bora_log(BORA_LOG_WARN, "tracker %s: %s", t->trackers[i].name, bora_error_get());
 }
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
@@ -654,6 +795,27 @@ static int temporary(const trainer *t, int64_t step)
     return temp;
 }
 
+/* "1h02m", "3m05s", "42s". */
+static void duration_text(double s, char *buf, size_t cap)
+{
+    long v = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (v >= 3600)
+        snprintf(buf, cap, "%ldh%02ldm", v / 3600, v / 60 % 60);
+    else if (v >= 60)
+        snprintf(buf, cap, "%ldm%02lds", v / 60, v % 60);
+    else
+        snprintf(buf, cap, "%lds", v);
+}
+
+/* Close the live progress line before other output. */
+static void end_live_line(trainer *t)
+{
+    if (t->line_open) {
+        fputc('\n', stdout);
+        t->line_open = 0;
+    }
+}
+
 static bora_status save(trainer *t, int64_t step)
 {
     char *json = trainer_json(t, step);
@@ -661,14 +823,22 @@ static bora_status save(trainer *t, int64_t step)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
     char dir[4200];
-    double t0 = now_s();
+    /* Every metric up to this step is made durable first: a run resumed from this checkpoint
+     * will not log these steps again. */
+    double t0 = bora_now_s();
+    size_t queued = bora_tracklog_flush(t->log);
+    end_live_line(t);
+    if (bora_now_s() - t0 > 1.0)
+        printf("checkpoint: waited %.1f s for the trackers to take %zu queued calls\n",
+               bora_now_s() - t0, queued);
+    t0 = bora_now_s();
     printf("checkpoint: saving step %" PRId64 " to %s/step-%" PRId64 "\n", step, t->run_dir, step);
     fflush(stdout);
     bora_status st = bora_ckpt_save(t->store, oops->slots, t->run_dir, step, json, dir, sizeof dir);
     free(json);
     if (st != BORA_OK)
         return st;
-    printf("checkpoint: saved %s (%.2f s)%s\n", dir, now_s() - t0,
+    printf("checkpoint: saved %s (%.2f s)%s\n", dir, bora_now_s() - t0,
            permanent(t, step) ? "" : " (temporary: the next save replaces it)");
     fflush(stdout);
     /* Temporary checkpoints before this one go. */
@@ -722,6 +892,23 @@ static bora_status restore(trainer *t, int64_t *start)
 
 /* ---- the loop -------------------------------------------------------------------------------- */
 
+/* Evaluate on the validation set (trainer.max_eval_batches batches of train_batch_size), print
+ * it and log eval/loss and eval/bpb at step. */
+static bora_status run_eval(trainer *t, int64_t step, bora_eval_result *r)
+{
+    int64_t seqs = t->max_eval_batches > 0 ? t->max_eval_batches * t->batch : -1;
+    bora_status st = bora_eval_run(t->eval, t->val, t->tok, seqs, r);
+    if (st != BORA_OK)
+        return st;
+    end_live_line(t);
+    printf("eval at step %" PRId64 ": loss %.4f  bpb %.4f  (%lld sequences, %lld tokens, %.2f s)\n",
+           step, r->loss, r->bpb, (long long)r->sequences, (long long)r->tokens, r->seconds);
+    fflush(stdout);
+    bora_metric m[] = {{"eval/loss", r->loss}, {"eval/bpb", r->bpb}};
+    bora_tracklog_log(t->log, step, m, 2);
+    return BORA_OK;
+}
+
 /* One optimizer step: the micro-batches, then the apply graph. */
 static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, double *norm)
 {
@@ -729,8 +916,10 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
     size_t cells = (size_t)(rows * t->seq_len), bytes = cells * sizeof(int32_t);
     /* The whole step's rows at once: the loss-token count must be known before the first
      * micro-batch runs, as every micro-batch divides by it. */
+    double w0 = bora_now_s();
     bora_status st = bora_loader_rows(t->loader, step - 1, t->batch, 0, t->batch, t->ids,
                                       t->targets, t->segs, &count);
+    t->wait_s = bora_now_s() - w0;
     if (st != BORA_OK)
         return st;
     float scale = count ? (float)(1.0 / (double)count) : 0.0f;
@@ -768,15 +957,18 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
 static int run_loop(trainer *t, int64_t start)
 {
     int64_t tokens = t->batch * t->seq_len;
-    double last_save = now_s(), first = 0, last = 0;
+    double last_save = bora_now_s(), first = 0, last = 0, began = bora_now_s();
     int64_t last_step = start;
-    if (interrupted) {
+    int have_eval = 0;
+    if (atomic_load_explicit(&interrupted, memory_order_relaxed)) {
         printf("interrupted before step %" PRId64 "\n", start + 1);
         return 130;
     }
     for (int64_t step = start + 1; step <= t->steps; step++) {
-        double lr = bora_schedule_lr(&t->sched, step), loss = 0, norm = 0, t0 = now_s();
+        double lr = bora_schedule_lr(&t->sched, step), loss = 0, norm = 0, t0 = bora_now_s();
         bora_status st = step_once(t, step, lr, &loss, &norm);
+        if (st != BORA_OK)
+            end_live_line(t);
         if (st == BORA_ERR_INVALID && (!isfinite(loss) || !isfinite(norm))) {
             char kept[4200] = "no checkpoint was saved yet";
             if (last_step > 0 || start > 0)
@@ -794,49 +986,120 @@ static int run_loop(trainer *t, int64_t start)
             bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
             return 1;
         }
-        double dt = now_s() - t0;
+        double dt = bora_now_s() - t0;
         if (step == start + 1)
             first = loss;
         last = loss;
-        printf("step %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3e  grad_norm %.4f  tokens/s %.0f\n",
-               step, t->steps, loss, lr, norm, (double)tokens / dt);
+        if (t->live) {
+            /* One line redrawn in place: step/total, loss, tokens/s and the time left. */
+            double per_step = (bora_now_s() - began) / (double)(step - start);
+            char eta[32];
+            duration_text(per_step * (double)(t->steps - step), eta, sizeof eta);
+            printf("\r\033[Kstep %" PRId64 "/%" PRId64
+                   "  loss %.4f  lr %.2e  %.0f tokens/s  ETA %s",
+                   step, t->steps, loss, lr, (double)tokens / dt, eta);
+            t->line_open = 1;
+        } else
+            printf("step %" PRId64 "/%" PRId64
+                   "  loss %.4f  lr %.3e  grad_norm %.4f  tokens/s %.0f\n",
+                   step, t->steps, loss, lr, norm, (double)tokens / dt);
         fflush(stdout);
         bora_metric m[] = {{"train/loss", loss},
                            {"optim/learning_rate", lr},
                            {"optim/grad_norm", norm},
                            {"throughput/tokens_per_second", (double)tokens / dt},
-                           {"throughput/step_seconds", dt}};
-        track(t, step, m, sizeof m / sizeof m[0]);
+                           {"throughput/step_seconds", dt},
+                           {"data/wait_s", t->wait_s},
+                           {"throughput/mfu", 0}};
+        size_t n_m = sizeof m / sizeof m[0];
+        if (t->peak_gflops > 0)
+            m[n_m - 1].value = t->flops_per_token * (double)tokens / dt / (t->peak_gflops * 1e9);
+        else
+            n_m--;
+        bora_tracklog_log(t->log, step, m, n_m);
+        if (t->eval && (step % t->steps_per_eval == 0 || step == t->steps)) {
+            if (run_eval(t, step, &t->last_eval) != BORA_OK) {
+                end_live_line(t);
+                bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+                return 1;
+            }
+            have_eval = 1;
+        }
+        /* read once: a signal between the save decision and the exit would skip the save */
+        int stop = atomic_load_explicit(&interrupted, memory_order_relaxed);
         int due = step == t->steps || permanent(t, step) ||
-                  now_s() - last_save >= t->save_interval || interrupted;
+                  bora_now_s() - last_save >= t->save_interval || stop;
         if (due) {
             if ((st = save(t, step)) != BORA_OK) {
+                end_live_line(t);
                 bora_log(BORA_LOG_ERROR, "checkpoint: %s", bora_error_get());
                 return 1;
             }
-            last_save = now_s();
+            last_save = bora_now_s();
             last_step = step;
+            char dir[4200], name[64];
+            snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, step);
+            snprintf(name, sizeof name, "step-%" PRId64, step);
+            bora_tracklog_artifact(t->log, dir, name, "checkpoint");
         }
-        if (interrupted) {
+        if (stop) {
+            end_live_line(t);
             printf("interrupted at step %" PRId64 "; run again with --trainer.id=%s to go on\n",
                    step, t->run_id);
             return 130;
         }
     }
-    if (start < t->steps)
+    end_live_line(t);
+    if (start < t->steps) {
         printf("trained %" PRId64 " steps: loss %.4f -> %.4f\n", t->steps - start, first, last);
-    else
+        double secs = bora_now_s() - began;
+        bora_metric summary[] = {{"train/final_loss", last},
+                                 {"train/steps", (double)t->steps},
+                                 {"train/tokens", (double)(t->steps * tokens)},
+                                 {"throughput/seconds_this_session", secs},
+                                 {"throughput/tokens_per_second_mean",
+                                  secs > 0 ? (double)((t->steps - start) * tokens) / secs : 0},
+                                 {"eval/loss", t->last_eval.loss},
+                                 {"eval/bpb", t->last_eval.bpb}};
+        size_t n_sum = sizeof summary / sizeof summary[0] - (have_eval ? 0 : 2);
+        bora_tracklog_summary(t->log, summary, n_sum);
+    } else
         printf("run %s already finished (%" PRId64 " steps)\n", t->run_id, t->steps);
     return 0;
 }
 
+/* PaLM's model FLOPs per token, 6N + 12 L d T (N parameters, L layers, d the width, T the
+ * context; the attention term needs the model's num_layers and hidden_dim keys), and the
+ * backend's peak for throughput/mfu. */
+static void model_flops(trainer *t, bora_config *root, size_t params)
+{
+    bora_config *m = bora_cfg_child(root, "model");
+    int64_t layers = 0, width = 0;
+    bora_cfg_int(m, "num_layers", 0, &layers);
+    bora_cfg_int(m, "hidden_dim", 0, &width);
+    t->flops_per_token =
+        6.0 * (double)params + 12.0 * (double)layers * (double)width * (double)t->seq_len;
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    int measured = 0;
+    t->peak_gflops = bora_peak_gflops((const bora_backend_ops *)t->be_entry->ops, t->be,
+                                      t->be_entry->ops->name, cpu, &measured);
+    if (measured)
+        printf("peak: %.1f GFLOP/s f32 on this machine's backend (measured once, kept for "
+               "throughput/mfu)\n",
+               t->peak_gflops);
+}
+
 static void teardown(trainer *t)
 {
+    bora_tracklog_finish(t->log, BORA_RUN_FAILED); /* when the run never reached its finish */
     for (size_t i = 0; i < t->n_trackers; i++)
         t->trackers[i].ops->destroy(t->trackers[i].t);
     free(t->trackers);
     if (t->apply_built)
         bora_apply_free(&t->apply);
+    bora_eval_free(t->eval);
+    bora_loader_free(t->val);
     g_graph_free(t->train);
     g_store_free(t->store);
     if (t->opt)
@@ -855,6 +1118,35 @@ static void teardown(trainer *t)
     free(t->record_json);
 }
 
+/* Check the configuration and read the settings; 0 when something was reported. */
+static int configure(trainer *t, bora_config *root)
+{
+    bora_cfg *cfg = t->cfg;
+    if (vocab_from_tokenizer(t, root) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        return 0;
+    }
+    bora_config_check(cfg, t->reg, 1);
+    bora_config *mnode = bora_cfg_child(root, "model"), *onode = bora_cfg_child(root, "optimizer");
+    if (!bora_cfg_error_count(cfg) && (!mnode || mnode->kind == BORA_NODE_NULL))
+        bora_cfg_error(cfg, NULL, "the configuration has no model section (model: {type: ...})");
+    if (!bora_cfg_error_count(cfg) && !t->eval_only && (!onode || onode->kind == BORA_NODE_NULL))
+        bora_cfg_error(cfg, NULL,
+                       "the configuration has no optimizer section (optimizer: {type: adamw})");
+    if (!bora_cfg_error_count(cfg) &&
+        (bora_config_select(mnode, BORA_KIND_MODEL, t->reg, &t->model_entry) != BORA_OK ||
+         (!t->eval_only &&
+          bora_config_select(onode, BORA_KIND_OPTIMIZER, t->reg, &t->opt_entry) != BORA_OK)))
+        bora_cfg_error(cfg, NULL, "%s", bora_error_get());
+    if (!bora_cfg_error_count(cfg))
+        read_settings(t, root);
+    if (bora_cfg_error_count(cfg)) {
+        bora_cfg_print_errors(cfg, stderr);
+        return 0;
+    }
+    return 1;
+}
+
 int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
 {
     trainer t = {.cfg = cfg, .reg = reg, .force = opts && opts->force};
@@ -862,27 +1154,8 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     int rc = 1;
     sig_watch watch;
     sig_watch_start(&watch);
-    if (vocab_from_tokenizer(&t, root) != BORA_OK) {
-        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+    if (!configure(&t, root))
         goto out;
-    }
-    bora_config_check(cfg, reg, 1);
-    bora_config *mnode = bora_cfg_child(root, "model"), *onode = bora_cfg_child(root, "optimizer");
-    if (!bora_cfg_error_count(cfg) && (!mnode || mnode->kind == BORA_NODE_NULL))
-        bora_cfg_error(cfg, NULL, "the configuration has no model section (model: {type: ...})");
-    if (!bora_cfg_error_count(cfg) && (!onode || onode->kind == BORA_NODE_NULL))
-        bora_cfg_error(cfg, NULL,
-                       "the configuration has no optimizer section (optimizer: {type: adamw})");
-    if (!bora_cfg_error_count(cfg) &&
-        (bora_config_select(mnode, BORA_KIND_MODEL, reg, &t.model_entry) != BORA_OK ||
-         bora_config_select(onode, BORA_KIND_OPTIMIZER, reg, &t.opt_entry) != BORA_OK))
-        bora_cfg_error(cfg, NULL, "%s", bora_error_get());
-    if (!bora_cfg_error_count(cfg))
-        read_settings(&t, root);
-    if (bora_cfg_error_count(cfg)) {
-        bora_cfg_print_errors(cfg, stderr);
-        goto out;
-    }
     if (build(&t, root) != BORA_OK || open_data(&t, root) != BORA_OK ||
         make_record(&t) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
@@ -897,6 +1170,14 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     printf("batch %lld x %lld tokens (%lld micro-batch%s of %lld), %lld steps\n",
            (long long)t.batch, (long long)t.seq_len, (long long)(t.batch / t.micro),
            t.batch / t.micro == 1 ? "" : "es", (long long)t.micro, (long long)t.steps);
+    if (t.eval)
+        printf("eval every %lld steps and at the end on %lld validation sequences\n",
+               (long long)t.steps_per_eval,
+               (long long)(t.max_eval_batches > 0 &&
+                                   t.max_eval_batches * t.batch < bora_loader_windows(t.val)
+                               ? t.max_eval_batches * t.batch
+                               : bora_loader_windows(t.val)));
+    model_flops(&t, root, values);
     int64_t start;
     if (restore(&t, &start) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
@@ -907,13 +1188,161 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
+    t.live = isatty(STDOUT_FILENO) && !getenv("BORA_NO_PROGRESS");
     rc = run_loop(&t, start);
-    for (size_t i = 0; i < t.n_trackers; i++)
-        t.trackers[i].ops->finish(t.trackers[i].t, rc == 0     ? BORA_RUN_FINISHED
-                                                   : rc == 130 ? BORA_RUN_KILLED
-                                                               : BORA_RUN_FAILED);
+    bora_tracklog_finish(t.log, rc == 0     ? BORA_RUN_FINISHED
+                                : rc == 130 ? BORA_RUN_KILLED
+                                            : BORA_RUN_FAILED);
+    t.log = NULL;
 out:
     teardown(&t);
     sig_watch_stop(&watch);
+    return rc;
+}
+
+int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json)
+{
+    trainer t = {.cfg = cfg, .reg = reg, .eval_only = 1};
+    bora_config *root = bora_cfg_root(cfg);
+    int rc = 1;
+    char dir[4200];
+    int64_t *steps = NULL;
+    size_t n = 0;
+    if (!configure(&t, root))
+        goto out;
+    if (!t.has_val) {
+        bora_log(BORA_LOG_ERROR, "eval: the configuration has no validation set (give "
+                                 "data.validation_urls: [files])");
+        goto out;
+    }
+    /* A run directory means its latest checkpoint. */
+    snprintf(dir, sizeof dir, "%s", checkpoint);
+    if (bora_ckpt_list(checkpoint, &steps, &n) == BORA_OK && n)
+        snprintf(dir, sizeof dir, "%s/step-%" PRId64, checkpoint, steps[n - 1]);
+    free(steps);
+    if (build(&t, root) != BORA_OK || open_data(&t, root) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    if (bora_ckpt_load_model(t.store, dir) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "eval: %s", bora_error_get());
+        goto out;
+    }
+    bora_eval_result r;
+    int64_t seqs = t.max_eval_batches > 0 ? t.max_eval_batches * t.batch : -1;
+    if (bora_eval_run(t.eval, t.val, t.tok, seqs, &r) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
+    if (json)
+        printf("{\"checkpoint\": \"%s\", \"eval/loss\": %.17g, \"eval/bpb\": %.17g, "
+               "\"sequences\": %lld, \"tokens\": %lld, \"bytes\": %lld}\n",
+               dir, r.loss, r.bpb, (long long)r.sequences, (long long)r.tokens, (long long)r.bytes);
+    else
+        printf("eval of %s: loss %.4f  bpb %.4f  (%lld sequences, %lld tokens, %lld bytes, "
+               "%.2f s)\n",
+               dir, r.loss, r.bpb, (long long)r.sequences, (long long)r.tokens, (long long)r.bytes,
+               r.seconds);
+    rc = 0;
+out:
+    teardown(&t);
+    return rc;
+}
+
+/* ---- bora cache ---------------------------------------------------------------------------- */
+
+/* 1234567 -> "1.23M" */
+static const char *si(double v, char *buf, size_t cap)
+{
+    const char *unit = "";
+    if (v >= 1e9)
+        v /= 1e9, unit = "G";
+    else if (v >= 1e6)
+        v /= 1e6, unit = "M";
+    else if (v >= 1e3)
+        v /= 1e3, unit = "k";
+    snprintf(buf, cap, *unit ? "%.3g%s" : "%.0f%s", v, unit);
+    return buf;
+}
+
+/* Build one source list's cache, showing progress; 0 when it is complete. */
+static int cache_one(trainer *t, bora_config *root, const char *key, int live)
+{
+    bora_loader_opts lo;
+    const char **list;
+    data_names names;
+    bora_cache *c = NULL;
+    bora_status st = data_opts(t, root, key, !strcmp(key, "train_urls"), &lo, &list, &names);
+    if (st == BORA_OK) {
+        bora_cache_opts co;
+        bora_loader_cache_opts(&lo, &co);
+        st = bora_cache_open(&co, &c);
+    }
+    free(list);
+    if (st != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        return 0;
+    }
+    double t0 = bora_now_s(), last_print = t0;
+    bora_cache_progress p0, p;
+    bora_cache_progress_get(c, &p0);
+    for (;;) {
+        bora_cache_progress_get(c, &p);
+        double now = bora_now_s(), dt = now - t0;
+        if (p.done || p.failed)
+            break;
+        if (live || now - last_print >= 10) {
+            char tok[32], rate[32], eta[32] = "?";
+            double new_bytes = (double)(p.bytes_done - p0.bytes_done);
+            if (new_bytes > 0)
+                duration_text(dt * (double)(p.bytes - p.bytes_done) / new_bytes, eta, sizeof eta);
+            printf("%scache %s: %zu/%zu files, %lld documents, %s tokens, %s tokens/s, ETA %s%s",
+                   live ? "\r\033[K" : "", names.what, p.shards_done, p.shards,
+                   (long long)p.documents, si((double)p.tokens, tok, sizeof tok),
+                   si(dt > 0 ? (double)(p.tokens - p0.tokens) / dt : 0, rate, sizeof rate), eta,
+                   live ? "" : "\n");
+            fflush(stdout);
+            last_print = now;
+        }
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (live)
+        printf("\r\033[K");
+    int64_t ready = 0;
+    int done = 0;
+    st = bora_cache_wait(c, INT64_MAX, &ready, &done);
+    if (st == BORA_OK) {
+        char tok[32];
+        bora_cache_progress_get(c, &p);
+        printf("cache %s: %zu files, %.1f MB, %lld documents, %s tokens in %s (%zu tokenized "
+               "now, %zu reused; %.1f s)\n",
+               names.what, p.shards, (double)p.bytes / 1e6, (long long)p.documents,
+               si((double)ready, tok, sizeof tok), bora_cache_dir(c),
+               p.shards - bora_cache_reused(c), bora_cache_reused(c), bora_now_s() - t0);
+    } else {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+    }
+    fflush(stdout);
+    bora_cache_free(c);
+    return st == BORA_OK;
+}
+
+int bora_cache_build(bora_cfg *cfg, bora_registry *reg, int64_t workers, int rebuild)
+{
+    trainer t = {
+        .cfg = cfg, .reg = reg, .eval_only = 1, .cache_workers = workers, .cache_rebuild = rebuild};
+    bora_config *root = bora_cfg_root(cfg);
+    int rc = 1;
+    if (!configure(&t, root))
+        goto out;
+    int live = isatty(STDOUT_FILENO) && !getenv("BORA_NO_PROGRESS");
+    if (!cache_one(&t, root, "train_urls", live))
+        goto out;
+    if (t.has_val && !cache_one(&t, root, "validation_urls", live))
+        goto out;
+    rc = 0;
+out:
+    teardown(&t);
     return rc;
 }

@@ -19,4 +19,13 @@ typedef struct bora_train_opts {
  * finished, 1 on an error (printed), 130 when interrupted (after saving a checkpoint). */
 int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts);
 
+/* `bora eval`: the loss and bits per byte of a checkpoint's model (a step directory, or a run
+ * directory for its latest) on cfg's validation set, printed as a line (or JSON). Returns the
+ * process exit status. */
+int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json);
+
+/* `bora cache`: build the token caches of data.train_urls (and validation_urls) with progress;
+ * workers > 0 and rebuild override data.cache_workers and data.cache_rebuild. */
+int bora_cache_build(bora_cfg *cfg, bora_registry *reg, int64_t workers, int rebuild);
+
 #endif

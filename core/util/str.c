@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 char *bora_strdup(const char *s)
 {
@@ -141,4 +142,11 @@ bora_status bora_read_file(const char *path, size_t max_bytes, char **data, size
     *data = buf;
     *len = got;
     return BORA_OK;
+}
+
+double bora_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

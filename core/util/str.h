@@ -22,5 +22,7 @@ uint64_t bora_fnv1a(uint64_t h, const void *data, size_t n);
 bora_status bora_read_file(const char *path, size_t max_bytes, char **data, size_t *len);
 /* The FNV-1a hash of a file's bytes; -1 when it cannot be read. */
 int bora_hash_file(const char *path, uint64_t *out);
+/* Seconds on the monotonic clock, for durations. */
+double bora_now_s(void);
 
 #endif

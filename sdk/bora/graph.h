@@ -161,7 +161,11 @@ typedef enum bora_op {
     /* ([seg_q (B,T), seg_k (B,S)], [key length ()]) -> (B, T, S): 0 where attention is allowed,
      * -inf elsewhere (bora_opt_attention); the primitive attention's decomposition needs */
     BORA_OP_ATTENTION_BIAS = 36,
-    BORA_OP_COUNT_ = 37 /* one past the last op id */
+    /* (dst, value, [start i32 ()]) -> dst: value written into dst from start along an axis
+     * (bora_opt_pad.axis), in place; the rest of dst unchanged. A start that leaves value past
+     * dst's end fails the kernel with BORA_ERR_INVALID. */
+    BORA_OP_WRITE_SLICE = 37,
+    BORA_OP_COUNT_ = 38 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */
@@ -319,6 +323,19 @@ struct bora_graph_api {
     /* Apply graphs only: write value into dst, a parameter or an optimizer state slot, when the
      * graph runs (in order: reads of dst built before the assignment see the old value). */
     bora_status (*assign)(bora_graph *g, bora_tensor *dst, bora_tensor *value);
+
+    /* ABI 1.2. Model state: a buffer that keeps its contents between executions and is shared
+     * by name across the run's graphs (the same name must have the same shape and dtype), zero
+     * when allocated, neither trained nor checkpointed: a KV cache, an encoder's output. */
+    bora_tensor *(*state)(bora_graph *g, const char *name, int32_t dtype, int32_t ndim,
+                          const bora_axis *axes);
+    /* ABI 1.2. Write value into state (a bora_state, or what an earlier write_slice returned)
+     * along axis from start: NULL for 0, or a 0-d i32 runtime extent or input (a decode
+     * position). value has state's axes, no longer along axis. Returns the state after the
+     * write, the tensor later reads must use so that they run after it. Not in train graphs:
+     * nothing is differentiated through state. */
+    bora_tensor *(*write_slice)(bora_graph *g, bora_tensor *state, bora_tensor *value,
+                                const char *axis, bora_tensor *start);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

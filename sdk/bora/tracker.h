@@ -76,6 +76,17 @@ typedef struct bora_tracker_ops {
     bora_status (*finish)(bora_tracker *t, int32_t status);
     /* Free the instance. Called after finish(), or alone when the run never started. */
     void (*destroy)(bora_tracker *t);
+
+    /* (optional, ABI 1.1) Where the run ran, as JSON text: {"record": what checkpoints record
+     * (host version and hash, CPU, ISA, backend and threads, each plugin's version and hash,
+     * data hash), "hostname", "pid", "cwd", "git": {"commit", "dirty"} of the working
+     * directory or null}. Called once, after log_hparams. */
+    bora_status (*log_environment)(bora_tracker *t, const char *environment_json);
+    /* (optional, ABI 1.1) Make everything logged so far durable (commit a transaction, write out
+     * a buffer): a process killed after it returns has lost none of it. Called before each
+     * checkpoint is saved, so a run resumed from a checkpoint at step N has every step up to N
+     * logged. */
+    bora_status (*flush)(bora_tracker *t);
 } bora_tracker_ops;
 
 #ifdef __cplusplus

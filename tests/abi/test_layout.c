@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 0,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 2,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)
@@ -119,7 +119,7 @@ static void layout(void)
                    "bora_attention_opts.head_dim_axis");
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
-    _Static_assert(sizeof(bora_graph_api) == 264, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 280, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -154,6 +154,8 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, extent) == 240, "bora_graph_api.extent");
     _Static_assert(offsetof(bora_graph_api, batch) == 248, "bora_graph_api.batch");
     _Static_assert(offsetof(bora_graph_api, assign) == 256, "bora_graph_api.assign");
+    _Static_assert(offsetof(bora_graph_api, state) == 264, "bora_graph_api.state");
+    _Static_assert(offsetof(bora_graph_api, write_slice) == 272, "bora_graph_api.write_slice");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");
@@ -216,7 +218,7 @@ static void layout(void)
     _Static_assert(sizeof(bora_metric) == 16, "size of bora_metric");
     _Static_assert(offsetof(bora_metric, name) == 0, "bora_metric.name");
     _Static_assert(offsetof(bora_metric, value) == 8, "bora_metric.value");
-    _Static_assert(sizeof(bora_tracker_ops) == 88, "size of bora_tracker_ops");
+    _Static_assert(sizeof(bora_tracker_ops) == 104, "size of bora_tracker_ops");
     _Static_assert(offsetof(bora_tracker_ops, hdr) == 0, "bora_tracker_ops.hdr");
     _Static_assert(offsetof(bora_tracker_ops, create) == 32, "bora_tracker_ops.create");
     _Static_assert(offsetof(bora_tracker_ops, log_hparams) == 40, "bora_tracker_ops.log_hparams");
@@ -225,6 +227,9 @@ static void layout(void)
     _Static_assert(offsetof(bora_tracker_ops, log_artifact) == 64, "bora_tracker_ops.log_artifact");
     _Static_assert(offsetof(bora_tracker_ops, finish) == 72, "bora_tracker_ops.finish");
     _Static_assert(offsetof(bora_tracker_ops, destroy) == 80, "bora_tracker_ops.destroy");
+    _Static_assert(offsetof(bora_tracker_ops, log_environment) == 88,
+                   "bora_tracker_ops.log_environment");
+    _Static_assert(offsetof(bora_tracker_ops, flush) == 96, "bora_tracker_ops.flush");
 }
 #endif
 

@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     CHECK_CONTAINS(out, "model:\n  type: fixture\n  width: 32\noptimizer:\n  type: fixture\n");
     CHECK_CONTAINS(out, "trainer:\n  num_train_steps: 20\n  train_batch_size: 512\n");
     CHECK_CONTAINS(out, "  seed: 9\n");
-    CHECK_CONTAINS(out, "  tracker:\n    - type: jsonl\n      path: runs/{run_id}/metrics.jsonl\n");
+    CHECK_CONTAINS(out, "  tracker:\n    - type: sqlite\n      path: runs/bora.db\n");
     CHECK_CONTAINS(out, "  checkpointer:\n    base_path: checkpoints\n    save_interval: 1h\n");
     CHECK_CONTAINS(out, "data:\n  train_urls:\n    - x.jsonl\n    - y.jsonl\n");
     free(out);

@@ -18,6 +18,20 @@ static void write_file(const char *path, const char *text)
     }
 }
 
+/* Open a loader and wait for its whole cache: the status of the two. */
+static bora_status open_whole(const bora_loader_opts *o)
+{
+    bora_loader *l = NULL;
+    bora_status st = bora_loader_open(o, &l);
+    if (st == BORA_OK && bora_loader_windows(l) == 0)
+        st = BORA_ERR_INVALID;
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", bora_error_get());
+    bora_loader_free(l);
+    bora_error_set(st, "%s", msg);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -35,7 +49,8 @@ int main(int argc, char **argv)
     bora_tokenizer *tok;
     CHECK(bora_tokenizer_load(argv[1], &tok) == BORA_OK);
     const char *urls[] = {txt, jsonl};
-    bora_loader_opts o = {urls, 2, "text", tok, 4, 5, 0, 0};
+    bora_loader_opts o = {
+        .urls = urls, .n_urls = 2, .text_key = "text", .tok = tok, .seq_len = 4, .seed = 5};
     bora_loader *l;
     CHECK(bora_loader_open(&o, &l) == BORA_OK);
     /* stream: a b \n c EOS d e EOS f g h EOS  (12 tokens; the empty record adds nothing) */
@@ -71,16 +86,17 @@ int main(int argc, char **argv)
     CHECK(bora_loader_rows(l, 0, 3, 2, 2, ids, tg, sg, &count) == BORA_ERR_INVALID);
     bora_loader_free(l);
 
-    /* A jsonl line that is not an object with a string field is refused with file and line. */
+    /* A jsonl line that is not an object with a string field is refused with file and line:
+     * when the cache is complete, which may be after the loader opened on the first window. */
     write_file(jsonl, "{\"text\": \"ok\"}\n{\"text\": 5}\n");
-    CHECK(bora_loader_open(&o, &l) == BORA_ERR_INVALID);
+    CHECK(open_whole(&o) == BORA_ERR_INVALID);
     CHECK_CONTAINS(bora_error_get(), "b.jsonl:2: field \"text\" is not a string");
     write_file(jsonl, "{\"text\": \"ok\"} trailing\n");
-    CHECK(bora_loader_open(&o, &l) == BORA_ERR_INVALID);
+    CHECK(open_whole(&o) == BORA_ERR_INVALID);
     CHECK_CONTAINS(bora_error_get(), "b.jsonl:1: text after the JSON object");
     write_file(jsonl, "{\"text\": \"\\xff\"}\n");
     write_file(txt, "ok\n\n\xff\xfe\n");
-    CHECK(bora_loader_open(&o, &l) == BORA_ERR_INVALID);
+    CHECK(open_whole(&o) == BORA_ERR_INVALID);
     CHECK_CONTAINS(bora_error_get(), "a.txt:3: ");
 
     /* Shuffled: every window once per pass, in an order set by the seed. */
@@ -113,6 +129,43 @@ int main(int argc, char **argv)
     CHECK(once);
     CHECK(moved > 400);
     bora_loader_free(l);
+
+    /* Eras of 64 windows over the same 500: every window once per pass, each era's windows
+     * inside the era (the last one has 52), not in order; batch 1000 read directly equals batch
+     * 1000 reached by reading every batch before it. */
+    o.shuffle = 64;
+    CHECK(bora_loader_open(&o, &l) == BORA_OK);
+    bora_loader *l2 = NULL;
+    CHECK(bora_loader_open(&o, &l2) == BORA_OK);
+    if (l && l2) {
+        int hits[500] = {0}, in_era = 1, in_order = 1;
+        for (int64_t k = 0; k < 50; k++) {
+            int32_t rows[10 * 8], t2[10 * 8], s2[10 * 8];
+            CHECK(bora_loader_rows(l, k, 10, 0, 10, rows, t2, s2, &count) == BORA_OK);
+            for (int r = 0; r < 10; r++) {
+                int64_t i = k * 10 + r, first = (rows[r * 8] - 'a' + 26) % 26;
+                int64_t e = i / 64, found = -1;
+                for (int64_t ww = e * 64; ww < (e + 1) * 64 && ww < 500; ww++)
+                    if ((ww * 8) % 26 == first && found < 0 && !hits[ww])
+                        found = ww;
+                in_era &= found >= 0;
+                if (found >= 0)
+                    hits[found]++;
+                in_order &= found == i;
+            }
+        }
+        int all = 1;
+        for (int i = 0; i < 500; i++)
+            all &= hits[i] == 1;
+        CHECK(in_era && all && !in_order);
+        int32_t a[10 * 8], b2[10 * 8], t2[10 * 8], s2[10 * 8];
+        for (int64_t k = 0; k <= 1000; k++)
+            CHECK(bora_loader_rows(l, k, 10, 0, 10, a, t2, s2, &count) == BORA_OK);
+        CHECK(bora_loader_rows(l2, 1000, 10, 0, 10, b2, t2, s2, &count) == BORA_OK);
+        CHECK(!memcmp(a, b2, sizeof a));
+    }
+    bora_loader_free(l);
+    bora_loader_free(l2);
 
     /* The permutation is a bijection, and another seed gives another order. */
     const uint64_t sizes[] = {1, 2, 3, 7, 64, 65, 1000, 12345, 65536};

@@ -42,7 +42,7 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
-def gpt2(p, cfg, ids):
+def gpt2(p, cfg, ids, segments=None):
     E, H, L = cfg["n_embd"], cfg["n_head"], cfg["n_layer"]
     hd, eps = E // H, cfg["layer_norm_epsilon"]
     Bn, T = ids.shape
@@ -51,6 +51,8 @@ def gpt2(p, cfg, ids):
                                         p[pre + ".weight"]).reshape(*x.shape[:-1], -1)
     x = p["transformer.wte.weight"][ids] + p["transformer.wpe.weight"][:T]
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    if segments is not None:  # attention stays inside a document
+        mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
     for l in range(L):
         pre = f"transformer.h.{l}"
         q, k, v = conv1d(ln(x, pre + ".ln_1"), pre + ".attn.c_attn").split(E, dim=2)

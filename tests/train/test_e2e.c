@@ -2,7 +2,8 @@
  * steps on the Brown corpus with the GPT-2 tokenizer ends with a training loss at least 1 nat
  * below the corpus's unigram entropy under that tokenizer (the loss of the best model that
  * ignores context), computed here over the same token stream the loader serves.
- * Batches of 32 windows of 64 tokens, shuffled; AdamW at 4e-3 with 30 steps of warmup, cosine.
+ * Batches of 128 windows of 64 tokens (2.5M tokens in all, 1.6 passes over Brown), shuffled;
+ * AdamW at 6e-3 with 30 steps of warmup, cosine. About 15 minutes on two cores (3,000 tokens/s).
  *
  * usage: test_e2e PLUGIN_DIR TOKENIZER TEXT WORK_DIR */
 #include "../test.h"
@@ -24,7 +25,8 @@ static double unigram_entropy(const char *tokenizer, const char *text)
         return NAN;
     }
     const char *urls[] = {text};
-    bora_loader_opts o = {urls, 1, "text", tok, SEQ_LEN, 0, 0, 0};
+    bora_loader_opts o = {
+        .urls = urls, .n_urls = 1, .text_key = "text", .tok = tok, .seq_len = SEQ_LEN};
     bora_loader *l;
     double h = NAN;
     if (bora_loader_open(&o, &l) == BORA_OK) {
@@ -72,10 +74,10 @@ int main(int argc, char **argv)
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
              "model: {type: gpt2, seq_len: %d, hidden_dim: 128, num_layers: 2, num_heads: 4}\n"
-             "optimizer: {type: adamw, learning_rate: 4e-3, warmup: 30, lr_schedule: cosine}\n"
+             "optimizer: {type: adamw, learning_rate: 6e-3, warmup: 30, lr_schedule: cosine}\n"
              "data: {train_urls: [%s], tokenizer: %s, shuffle: true}\n"
              "trainer:\n"
-             "  num_train_steps: %d\n  train_batch_size: 32\n  num_threads: 0\n  seed: 1\n"
+             "  num_train_steps: %d\n  train_batch_size: 128\n  num_threads: 0\n  seed: 1\n"
              "  id: e2e\n  checkpointer: {base_path: %s/ckpt}\n"
              "  tracker: {type: jsonl, path: %s/metrics.jsonl}\n",
              SEQ_LEN, text, tokenizer, STEPS, work, work);

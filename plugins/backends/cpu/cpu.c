@@ -36,6 +36,7 @@ static bora_status cpu_create(const bora_host *h, const bora_config *cfg, bora_b
     b->h = h;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     b->num_threads = threads ? (int)threads : (int)(cores > 0 ? cores : 1);
+    b->simd = cpu_simd_get();
     /* One OpenMP runtime, a fixed number of threads: the partition never changes mid-run. */
     omp_set_dynamic(0);
     omp_set_num_threads(b->num_threads);
@@ -81,13 +82,15 @@ static bora_status cpu_copy_out(bora_backend *b, void *dst, bora_buffer *src, si
     return BORA_OK;
 }
 
-/* What the bits depend on: the thread count fixes every partition, and oneDNN's version and
- * the instruction set it dispatches to fix the matmuls' summation order. */
+/* What the bits depend on: the thread count fixes every partition, our loops' instruction set
+ * (FMA or not) their rounding, and oneDNN's version and the instruction set it dispatches to fix
+ * the matmuls' summation order. */
 static void cpu_describe(bora_backend *b, char *buf, size_t cap)
 {
     const dnnl_version_t *v = dnnl_version();
-    snprintf(buf, cap, "%d thread%s, oneDNN %d.%d.%d (%s)", b->num_threads,
-             b->num_threads == 1 ? "" : "s", v->major, v->minor, v->patch, v->hash ? v->hash : "");
+    snprintf(buf, cap, "%d thread%s, %s loops, oneDNN %d.%d.%d (%s)", b->num_threads,
+             b->num_threads == 1 ? "" : "s", b->simd->isa, v->major, v->minor, v->patch,
+             v->hash ? v->hash : "");
 }
 
 static const bora_backend_ops cpu_ops = {

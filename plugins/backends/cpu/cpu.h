@@ -2,11 +2,14 @@
 #ifndef BORA_CPU_H
 #define BORA_CPU_H
 
+#include "simd.h"
+
 #include <bora/backend.h>
 
 struct bora_backend {
     const bora_host *h;
     int num_threads;
+    const cpu_simd *simd; /* the vectorised loops for this CPU */
 };
 
 bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dtypes, uint32_t n);

@@ -636,6 +636,20 @@ static bora_status K(concat)(bora_backend *b, const bora_kernel_args *a)
     return BORA_OK;
 }
 
+/* dst (in place) with value written from start along the axis: inputs dst, value, [start]. */
+static bora_status K(write_slice)(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_opt_pad *p = a->options;
+    const bora_tensor_desc *v = &a->inputs[1], *d = &a->outputs[0];
+    int64_t start = a->n_inputs > 2 ? *(const int32_t *)a->inputs[2].data : 0;
+    if (start < 0 || start > d->dims[p->axis] - v->dims[p->axis])
+        return b->h->fail(
+            b->h, BORA_ERR_INVALID, "write_slice: %lld rows from %lld do not fit in %lld",
+            (long long)v->dims[p->axis], (long long)start, (long long)d->dims[p->axis]);
+    K(place)(v, d, p->axis, start);
+    return BORA_OK;
+}
+
 #undef K
 #undef CAT
 #undef CAT_

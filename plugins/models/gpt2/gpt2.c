@@ -5,10 +5,17 @@
  *
  * Inputs: input_ids and targets (batch, position) i32 (targets -100 where nothing is
  * predicted) and segment_ids (batch, position) i32 (attention stays inside a document). The
- * train graph returns the summed cross-entropy; the host divides by the step's target count. */
+ * train graph returns the summed cross-entropy; the host divides by the step's target count;
+ * eval returns the logits.
+ *
+ * Generation keeps a KV cache per layer (model state, (batch, key_position, heads, head_dim)):
+ * prefill runs a whole window from position 0, writing every position's keys and values, and
+ * returns its logits; decode runs one new token at the runtime extent `position`, writes its
+ * keys and values there and attends over the first `key_length` (position + 1) cached ones. */
 #include <bora/model.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -144,21 +151,35 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
 {
     const gpt2 *m = (const gpt2 *)model;
     const bora_graph_api *A = g->api;
-    if (mode != BORA_MODE_TRAIN && mode != BORA_MODE_EVAL)
-        return m->h->fail(m->h, BORA_ERR_UNSUPPORTED, "gpt2 has no graph for mode %d yet", mode);
+    if (mode != BORA_MODE_TRAIN && mode != BORA_MODE_EVAL && mode != BORA_MODE_PREFILL &&
+        mode != BORA_MODE_DECODE)
+        return m->h->fail(m->h, BORA_ERR_UNSUPPORTED, "gpt2 has no graph for mode %d", mode);
+    int cached = mode == BORA_MODE_PREFILL || mode == BORA_MODE_DECODE;
+    if (cached && A->struct_size < offsetof(bora_graph_api, write_slice) + sizeof(void *))
+        return m->h->fail(m->h, BORA_ERR_UNSUPPORTED, "the host has no model state (ABI < 1.2)");
     int64_t E = m->hidden_dim, H = m->num_heads, hd = E / H, L = m->num_layers;
     double std = m->initializer_range, proj_std = std / sqrt(2.0 * (double)L);
-    bora_axis io[2] = {{"batch", A->batch(g)}, {"position", m->seq_len}};
+    /* Decode feeds one position; every other mode a whole window. */
+    int64_t T = mode == BORA_MODE_DECODE ? 1 : m->seq_len;
+    bora_axis io[2] = {{"batch", A->batch(g)}, {"position", T}};
     bora_tensor *ids = bora_input(g, "input_ids", BORA_DTYPE_I32, 2, io);
-    bora_tensor *seg = bora_input(g, "segment_ids", BORA_DTYPE_I32, 2, io);
+    bora_tensor *seg = cached ? NULL : bora_input(g, "segment_ids", BORA_DTYPE_I32, 2, io);
     bora_axis wte_a[2] = {{"vocab", m->vocab_size}, {"embed", E}};
     bora_axis wpe_a[2] = {{"position", m->seq_len}, {"embed", E}};
     bora_tensor *wte =
         param(g, "transformer.wte.weight", 2, wte_a, bora_init_normal(std), BORA_PARAM_NO_DECAY);
     bora_tensor *wpe =
         param(g, "transformer.wpe.weight", 2, wpe_a, bora_init_normal(std), BORA_PARAM_NO_DECAY);
+    /* Decode: the new token's position p (where its keys and values go in the cache) and the
+     * keys attended, p + 1. Prefill fills the cache from position 0. */
+    bora_tensor *pos = NULL, *key_length = NULL, *pos_emb = wpe;
+    if (mode == BORA_MODE_DECODE) {
+        pos = A->extent(g, "position", m->seq_len - 1);
+        key_length = A->extent(g, "key_length", m->seq_len);
+        pos_emb = A->embedding(g, wpe, pos, "position"); /* (embed) */
+    }
     /* (batch, position, embed) */
-    bora_tensor *x = bora_add(g, A->embedding(g, wte, ids, "vocab"), wpe);
+    bora_tensor *x = bora_add(g, A->embedding(g, wte, ids, "vocab"), pos_emb);
     for (int64_t l = 0; l < L; l++) {
         if (m->gradient_checkpointing)
             x = A->checkpoint(g, x);
@@ -174,11 +195,25 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
         bora_tensor *v = A->split(g, A->slice(g, qkv, "three", 2, 1), "three", 0, NULL);
         k = bora_rename(g, k, "position", "key_position");
         v = bora_rename(g, v, "position", "key_position");
+        if (cached) { /* the KV cache: (batch, key_position, heads, head_dim) per layer */
+            bora_axis ca[4] = {{"batch", A->batch(g)},
+                               {"key_position", m->seq_len},
+                               {"heads", H},
+                               {"head_dim", hd}};
+            char kn[96], vn[96];
+            snprintf(kn, sizeof kn, "transformer.h.%lld.attn.key_cache", (long long)l);
+            snprintf(vn, sizeof vn, "transformer.h.%lld.attn.value_cache", (long long)l);
+            k = A->write_slice(g, A->state(g, kn, BORA_DTYPE_F32, 4, ca), k, "key_position", pos);
+            v = A->write_slice(g, A->state(g, vn, BORA_DTYPE_F32, 4, ca), v, "key_position", pos);
+        }
         double scale = 1.0 / sqrt((double)hd);
         if (m->scale_attn_by_inverse_layer_idx)
             scale /= (double)(l + 1);
-        bora_attention_opts ao = {
-            .struct_size = sizeof ao, .causal = 1, .scale = scale, .segment_ids = seg};
+        bora_attention_opts ao = {.struct_size = sizeof ao,
+                                  .causal = 1,
+                                  .scale = scale,
+                                  .segment_ids = seg,
+                                  .key_length = key_length};
         bora_tensor *att = A->attention(g, q, k, v, &ao);
         const char *heads[] = {"heads", "head_dim"};
         att = A->merge(g, att, 2, heads, "embed_in");
@@ -198,7 +233,7 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
     x = layernorm(g, m, "transformer.ln_f", x);
     const char *e[] = {"embed"};
     bora_tensor *logits = bora_dot(g, x, wte, 1, e); /* tied head: (batch, position, vocab) */
-    if (mode == BORA_MODE_EVAL) {
+    if (mode != BORA_MODE_TRAIN) {
         *out = A->name(g, logits, "logits");
         return bora_graph_status(g);
     }

@@ -1,0 +1,929 @@
+/* core/data/cache.c — the token cache (see cache.h): sources read and tokenized into shards by
+ * worker threads, the finished prefix mapped for the loader. */
+#include "cache.h"
+
+#include "../util/log.h"
+#include "../util/str.h"
+#include "loader.h"
+#include "source.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define SHARD_MAGIC "BORATOK1"
+enum { SHARD_VERSION = 1, HEADER_BYTES = 64, BAD_SHOWN = 5, MAX_WORKERS = 8 };
+enum { CANCELLED = 1 }; /* a worker told to stop (a positive code: never a user's error) */
+
+typedef struct shard {
+    char *path; /* the source file */
+    uint64_t size;
+    int64_t mtime_ns;
+    int jsonl;
+    int done;
+    void *map;
+    size_t map_len;
+    const unsigned char *tokens; /* in the map */
+    int64_t n_tokens, n_docs, records, bad;
+    char first_bad[256];
+    int64_t start; /* offset in the joined stream (shards in the finished prefix) */
+} shard;
+
+struct bora_cache {
+    char dir[4096];
+    bora_tokenizer *tok;
+    const char *text_key, *what;
+    int32_t eos;
+    int width; /* bytes per token in the shards */
+    uint64_t key, tok_hash;
+    double max_bad;
+    shard *shards;
+    size_t n, prefix, done_count, reused, next;
+    int64_t prefix_tokens, prefix_records, prefix_bad, docs_done, tokens_done;
+    uint64_t bytes_done, bytes_total;
+    int complete;
+    bora_status error;
+    char message[1024];
+    atomic_int stop, named;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t *threads;
+    int n_threads;
+    int lock_fd;
+};
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* ---- reading and tokenizing one file ------------------------------------------------------- */
+
+typedef struct stream {
+    bora_cache *c;
+    bora_ids ids;
+    uint64_t *offsets; /* document starts, then the end */
+    size_t n_offsets, cap_offsets;
+    int64_t records, bad;
+    char first_bad[256];
+} stream;
+
+static bora_status bad_record(stream *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static bora_status bad_record(stream *s, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!s->bad)
+        snprintf(s->first_bad, sizeof s->first_bad, "%s", msg);
+    s->bad++;
+    s->records++;
+    int named = atomic_fetch_add(&s->c->named, 1);
+    if (named < BAD_SHOWN)
+        bora_log(BORA_LOG_WARN, "data: bad record: %s", msg);
+    else if (named == BAD_SHOWN)
+        bora_log(BORA_LOG_WARN, "data: more bad records; counting them");
+    return BORA_OK;
+}
+
+/* Well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF); the offset of the
+ * first bad byte in *at otherwise. */
+static int utf8_valid(const unsigned char *p, size_t n, size_t *at)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t k = c < 0x80             ? 0
+                   : (c & 0xe0) == 0xc0 ? 1
+                   : (c & 0xf0) == 0xe0 ? 2
+                   : (c & 0xf8) == 0xf0 ? 3
+                                        : 9;
+        if (k == 9 || i + k >= n) {
+            *at = i;
+            return 0;
+        }
+        unsigned v = k == 0 ? c : k == 1 ? c & 0x1f : k == 2 ? c & 0x0f : c & 0x07;
+        for (size_t j = 1; j <= k; j++) {
+            if ((p[i + j] & 0xc0) != 0x80) {
+                *at = i;
+                return 0;
+            }
+            v = v << 6 | (p[i + j] & 0x3f);
+        }
+        if ((k == 1 && v < 0x80) || (k == 2 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) ||
+            (k == 3 && (v < 0x10000 || v > 0x10ffff))) {
+            *at = i;
+            return 0;
+        }
+        i += k + 1;
+    }
+    return 1;
+}
+
+/* Tokenize one document onto the stream and close it with the end-of-text token. */
+static bora_status add_doc(stream *s, const char *path, size_t line, const char *text, size_t len)
+{
+    if (atomic_load(&s->c->stop))
+        return CANCELLED;
+    size_t before = s->ids.n;
+    if (bora_tokenizer_encode(s->c->tok, text, len, 1, &s->ids) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "%s:%zu: %s", path, line, bora_error_get());
+    if (s->ids.n == before && len == 0)
+        return BORA_OK;
+    if (s->ids.ids[s->ids.n - 1] != s->c->eos && bora_ids_push(&s->ids, s->c->eos) != BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    if (s->n_offsets + 1 >= s->cap_offsets) {
+        size_t cap = s->cap_offsets ? 2 * s->cap_offsets : 256;
+        uint64_t *o = realloc(s->offsets, cap * sizeof *o);
+        if (!o)
+            return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+        s->offsets = o;
+        s->cap_offsets = cap;
+    }
+    s->offsets[s->n_offsets++] = before;
+    return BORA_OK;
+}
+
+static int blank_line(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
+        p++;
+    return p == end;
+}
+
+/* One JSON object per line; blank lines are skipped. */
+static bora_status read_jsonl(stream *s, const char *path, const char *data, size_t len)
+{
+    const char *key = s->c->text_key;
+    json_tokener *tk = json_tokener_new();
+    if (!tk)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_status st = BORA_OK;
+    size_t line = 0;
+    for (size_t at = 0; at < len && st == BORA_OK;) {
+        const char *nl = memchr(data + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - data) : len;
+        line++;
+        size_t a = at, b = end;
+        while (a < b && strchr(" \t\r", data[a]))
+            a++;
+        at = end + 1;
+        if (a == b)
+            continue;
+        if (b - a > INT_MAX) {
+            st = bad_record(s, "%s:%zu: a line of %zu bytes", path, line, b - a);
+            continue;
+        }
+        json_tokener_reset(tk);
+        json_object *o = json_tokener_parse_ex(tk, data + a, (int)(b - a));
+        enum json_tokener_error err = json_tokener_get_error(tk);
+        json_object *text = NULL;
+        size_t bad_at = 0;
+        if (!o || err != json_tokener_success) {
+            st = bad_record(s, "%s:%zu: invalid JSON (%s)", path, line,
+                            err == json_tokener_continue ? "unexpected end of line"
+                                                         : json_tokener_error_desc(err));
+        } else if (!blank_line(data + a + json_tokener_get_parse_end(tk), data + b)) {
+            st = bad_record(s, "%s:%zu: text after the JSON object", path, line);
+        } else if (!json_object_is_type(o, json_type_object) ||
+                   !json_object_object_get_ex(o, key, &text)) {
+            st = bad_record(s, "%s:%zu: no \"%s\" field (data.text_key)", path, line, key);
+        } else if (!json_object_is_type(text, json_type_string)) {
+            st = bad_record(s, "%s:%zu: field \"%s\" is not a string", path, line, key);
+        } else if (!utf8_valid((const unsigned char *)json_object_get_string(text),
+                               (size_t)json_object_get_string_len(text), &bad_at)) {
+            st = bad_record(s, "%s:%zu: invalid UTF-8 in \"%s\" at byte %zu", path, line, key,
+                            bad_at);
+        } else {
+            s->records++;
+            st = add_doc(s, path, line, json_object_get_string(text),
+                         (size_t)json_object_get_string_len(text));
+        }
+        json_object_put(o);
+    }
+    json_tokener_free(tk);
+    return st;
+}
+
+/* Documents are blocks of text separated by one or more blank lines. */
+static bora_status read_txt(stream *s, const char *path, const char *data, size_t len)
+{
+    size_t line = 0, start = 0, start_line = 1;
+    int in_doc = 0;
+    for (size_t at = 0; at <= len;) {
+        const char *nl = at < len ? memchr(data + at, '\n', len - at) : NULL;
+        size_t end = nl ? (size_t)(nl - data) : len;
+        line++;
+        int blank = blank_line(data + at, data + end);
+        if (!blank && !in_doc) {
+            in_doc = 1;
+            start = at;
+            start_line = line;
+        }
+        if ((blank || end == len) && in_doc) {
+            size_t doc_end = blank ? at : end;
+            while (doc_end > start && (data[doc_end - 1] == '\n' || data[doc_end - 1] == '\r'))
+                doc_end--;
+            size_t bad_at = 0;
+            bora_status st;
+            if (!utf8_valid((const unsigned char *)data + start, doc_end - start, &bad_at)) {
+                size_t bad_line = start_line;
+                for (size_t i = start; i < start + bad_at; i++)
+                    bad_line += data[i] == '\n';
+                st = bad_record(s, "%s:%zu: invalid UTF-8 (a block of text from line %zu)", path,
+                                bad_line, start_line);
+            } else {
+                s->records++;
+                st = add_doc(s, path, start_line, data + start, doc_end - start);
+            }
+            if (st != BORA_OK)
+                return st;
+            in_doc = 0;
+        }
+        if (end == len)
+            break;
+        at = end + 1;
+    }
+    return BORA_OK;
+}
+
+/* ---- shard files --------------------------------------------------------------------------- */
+
+typedef struct header {
+    char magic[8];
+    uint32_t version, width;
+    uint64_t n_tokens, n_docs, records, bad, checksum;
+    uint32_t msg_len, reserved;
+} header;
+_Static_assert(sizeof(header) == HEADER_BYTES, "shard header");
+
+static void shard_name(const bora_cache *c, size_t i, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/shard-%05zu.bin", c->dir, i);
+}
+
+static size_t pad8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* Write shard i from a tokenized stream: a temporary file, synced, renamed. */
+static bora_status write_shard(bora_cache *c, size_t i, const stream *s)
+{
+    size_t tok_bytes = s->ids.n * (size_t)c->width, off_bytes = (s->n_offsets + 1) * 8;
+    size_t msg = strlen(s->first_bad);
+    size_t body = pad8(tok_bytes) + off_bytes + msg;
+    unsigned char *buf = calloc(1, HEADER_BYTES + body);
+    if (!buf)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    unsigned char *p = buf + HEADER_BYTES;
+    for (size_t k = 0; k < s->ids.n; k++) {
+        uint32_t v = (uint32_t)s->ids.ids[k];
+        if (c->width == 2) {
+            uint16_t w = (uint16_t)v;
+            memcpy(p + 2 * k, &w, 2);
+        } else {
+            memcpy(p + 4 * k, &v, 4);
+        }
+    }
+    uint64_t *offs = (uint64_t *)(p + pad8(tok_bytes));
+    if (s->n_offsets)
+        memcpy(offs, s->offsets, s->n_offsets * 8);
+    offs[s->n_offsets] = s->ids.n;
+    memcpy(p + pad8(tok_bytes) + off_bytes, s->first_bad, msg);
+    header h = {.version = SHARD_VERSION,
+                .width = (uint32_t)c->width,
+                .n_tokens = s->ids.n,
+                .n_docs = s->n_offsets,
+                .records = (uint64_t)s->records,
+                .bad = (uint64_t)s->bad,
+                .checksum = bora_fnv1a(BORA_FNV_SEED, p, body),
+                .msg_len = (uint32_t)msg};
+    memcpy(h.magic, SHARD_MAGIC, 8);
+    memcpy(buf, &h, sizeof h);
+    char path[4200], tmp[4300];
+    shard_name(c, i, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    bora_status st = BORA_OK;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        st = bora_error_set(BORA_ERR_IO, "%s: %s", tmp, strerror(errno));
+    for (size_t done = 0, total = HEADER_BYTES + body; st == BORA_OK && done < total;) {
+        ssize_t w = write(fd, buf + done, total - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            st = bora_error_set(BORA_ERR_IO, "%s: %s", tmp, strerror(errno));
+        else
+            done += (size_t)w;
+    }
+    if (st == BORA_OK && fsync(fd) != 0)
+        st = bora_error_set(BORA_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (fd >= 0 && close(fd) != 0 && st == BORA_OK)
+        st = bora_error_set(BORA_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (st == BORA_OK && rename(tmp, path) != 0)
+        st = bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
+    if (st != BORA_OK)
+        unlink(tmp);
+    free(buf);
+    return st;
+}
+
+/* Map and check shard file i into sh: magic, version, width, size and checksum. */
+static bora_status load_shard(const bora_cache *c, size_t i, shard *sh)
+{
+    char path[4200];
+    shard_name(c, i, path, sizeof path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat stt;
+    const char *why = NULL;
+    void *map = MAP_FAILED;
+    header h;
+    if (fstat(fd, &stt) != 0 || stt.st_size < HEADER_BYTES)
+        why = "shorter than its header";
+    else if ((map = mmap(NULL, (size_t)stt.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+        why = strerror(errno);
+    close(fd);
+    if (!why) {
+        memcpy(&h, map, sizeof h);
+        size_t size = (size_t)stt.st_size;
+        if (memcmp(h.magic, SHARD_MAGIC, 8))
+            why = "not a bora token shard";
+        else if (h.version != SHARD_VERSION)
+            why = "another shard format version";
+        else if (h.width != (uint32_t)c->width)
+            why = "another token width";
+        else if (h.n_tokens > size || h.n_docs > size || h.msg_len > 255 ||
+                 HEADER_BYTES + pad8(h.n_tokens * h.width) + (h.n_docs + 1) * 8 + h.msg_len != size)
+            why = "its size does not match its header (truncated?)";
+        else if (bora_fnv1a(BORA_FNV_SEED, (const char *)map + HEADER_BYTES, size - HEADER_BYTES) !=
+                 h.checksum)
+            why = "its checksum does not match (corrupt)";
+    }
+    if (why) {
+        if (map != MAP_FAILED)
+            munmap(map, (size_t)stt.st_size);
+        return bora_error_set(BORA_ERR_INVALID,
+                              "cache shard %s (of %s): %s; delete it or set "
+                              "data.cache_rebuild: true",
+                              path, c->shards[i].path, why);
+    }
+    sh->map = map;
+    sh->map_len = (size_t)stt.st_size;
+    sh->tokens = (const unsigned char *)map + HEADER_BYTES;
+    sh->n_tokens = (int64_t)h.n_tokens;
+    sh->n_docs = (int64_t)h.n_docs;
+    sh->records = (int64_t)h.records;
+    sh->bad = (int64_t)h.bad;
+    memcpy(sh->first_bad,
+           (const char *)map + HEADER_BYTES + pad8(h.n_tokens * h.width) + (h.n_docs + 1) * 8,
+           h.msg_len);
+    sh->first_bad[h.msg_len] = 0;
+    sh->done = 1;
+    return BORA_OK;
+}
+
+/* Read and tokenize source i, write its shard and load it. */
+static bora_status build_shard(bora_cache *c, size_t i, shard *out)
+{
+    const shard *src = &c->shards[i];
+    char *data = NULL;
+    size_t len = 0;
+    bora_status st = bora_source_read(src->path, &data, &len);
+    if (st != BORA_OK)
+        return st;
+    stream s = {.c = c};
+    st = src->jsonl ? read_jsonl(&s, src->path, data, len) : read_txt(&s, src->path, data, len);
+    free(data);
+    if (st == BORA_OK)
+        st = write_shard(c, i, &s);
+    bora_ids_free(&s.ids);
+    free(s.offsets);
+    if (st == BORA_OK)
+        st = load_shard(c, i, out);
+    return st;
+}
+
+/* ---- the ledger and the prefix -------------------------------------------------------------- */
+
+static bora_status write_json_atomic(const char *dir, const char *name, json_object *o)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 &&
+             fsync(fileno(f)) == 0;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        bora_status st = bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
+        unlink(tmp);
+        return st;
+    }
+    return BORA_OK;
+}
+
+static json_object *sources_json(const bora_cache *c)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < c->n; i++) {
+        json_object *s = json_object_new_object();
+        json_object_object_add(s, "path", json_object_new_string(c->shards[i].path));
+        json_object_object_add(s, "size", json_object_new_int64((int64_t)c->shards[i].size));
+        json_object_object_add(s, "mtime_ns", json_object_new_int64(c->shards[i].mtime_ns));
+        json_object_array_add(a, s);
+    }
+    return a;
+}
+
+/* What the cache is of, as meta.json holds it: the key, the tokenizer, the text field and the
+ * sources. The ledger begins the same way. */
+static json_object *identity_json(const bora_cache *c)
+{
+    json_object *o = json_object_new_object();
+    char hex[32];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->key);
+    json_object_object_add(o, "key", json_object_new_string(hex));
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->tok_hash);
+    json_object_object_add(o, "tokenizer", json_object_new_string(hex));
+    json_object_object_add(o, "text_key", json_object_new_string(c->text_key));
+    json_object_object_add(o, "sources", sources_json(c));
+    return o;
+}
+
+static bora_status write_ledger(bora_cache *c)
+{
+    json_object *o = identity_json(c);
+    json_object_object_add(o, "token_bytes", json_object_new_int(c->width));
+    json_object *shards = json_object_new_array();
+    int64_t docs = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const shard *sh = &c->shards[i];
+        json_object *s = json_object_new_object();
+        char name[32];
+        snprintf(name, sizeof name, "shard-%05zu.bin", i);
+        json_object_object_add(s, "shard", json_object_new_string(name));
+        json_object_object_add(s, "source", json_object_new_string(sh->path));
+        json_object_object_add(s, "documents", json_object_new_int64(sh->n_docs));
+        json_object_object_add(s, "tokens", json_object_new_int64(sh->n_tokens));
+        json_object_object_add(s, "bad_records", json_object_new_int64(sh->bad));
+        json_object_array_add(shards, s);
+        docs += sh->n_docs;
+    }
+    json_object_object_add(o, "shards", shards);
+    json_object_object_add(o, "documents", json_object_new_int64(docs));
+    json_object_object_add(o, "tokens", json_object_new_int64(c->prefix_tokens));
+    bora_status st = write_json_atomic(c->dir, "ledger.json", o);
+    json_object_put(o);
+    return st;
+}
+
+/* With c->mu held: extend the finished prefix; at the end, check the bad records, write the
+ * ledger and let other processes in. */
+static void advance(bora_cache *c)
+{
+    while (c->prefix < c->n && c->shards[c->prefix].done) {
+        shard *sh = &c->shards[c->prefix++];
+        sh->start = c->prefix_tokens;
+        c->prefix_tokens += sh->n_tokens;
+        c->prefix_records += sh->records;
+        c->prefix_bad += sh->bad;
+    }
+    if (c->prefix < c->n || c->complete)
+        return;
+    c->complete = 1;
+    if (c->prefix_bad) {
+        const char *first = "";
+        for (size_t i = 0; i < c->n && !*first; i++)
+            first = c->shards[i].first_bad;
+        double frac = (double)c->prefix_bad / (double)c->prefix_records;
+        if (frac > c->max_bad) {
+            c->error =
+                bora_error_set(BORA_ERR_INVALID,
+                               "%s: %lld of %lld records are bad (%.3g%%; the first: %s); "
+                               "data.max_bad_fraction (%g) allows %.3g%%",
+                               c->what, (long long)c->prefix_bad, (long long)c->prefix_records,
+                               100.0 * frac, first, c->max_bad, 100.0 * c->max_bad);
+            snprintf(c->message, sizeof c->message, "%s", bora_error_get());
+        } else {
+            bora_log(BORA_LOG_WARN,
+                     "data: skipped %lld bad records of %lld (%.3g%%, within "
+                     "data.max_bad_fraction %g; the first: %s)",
+                     (long long)c->prefix_bad, (long long)c->prefix_records, 100.0 * frac,
+                     c->max_bad, first);
+        }
+    }
+    char ledger[4200];
+    snprintf(ledger, sizeof ledger, "%s/ledger.json", c->dir);
+    if (!c->error && (c->reused < c->n || access(ledger, F_OK) != 0) &&
+        write_ledger(c) != BORA_OK) {
+        c->error = BORA_ERR_IO;
+        snprintf(c->message, sizeof c->message, "%s", bora_error_get());
+    }
+    if (c->lock_fd >= 0) {
+        close(c->lock_fd); /* releases the lock */
+        c->lock_fd = -1;
+    }
+}
+
+static void *worker(void *arg)
+{
+    bora_cache *c = arg;
+    /* idle priority: the training step's threads come first */
+    struct sched_param sp = {0};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        while (c->next < c->n && c->shards[c->next].done)
+            c->next++;
+        if (atomic_load(&c->stop) || c->error || c->next >= c->n) {
+            pthread_mutex_unlock(&c->mu);
+            return NULL;
+        }
+        size_t i = c->next++;
+        pthread_mutex_unlock(&c->mu);
+        shard built = c->shards[i];
+        bora_status st = build_shard(c, i, &built);
+        pthread_mutex_lock(&c->mu);
+        if (st == BORA_OK) {
+            c->shards[i] = built;
+            c->done_count++;
+            c->bytes_done += built.size;
+            c->docs_done += built.n_docs;
+            c->tokens_done += built.n_tokens;
+            advance(c);
+        } else if (st != CANCELLED && !c->error) {
+            c->error = st;
+            snprintf(c->message, sizeof c->message, "%s", bora_error_get());
+        }
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        if (st != BORA_OK)
+            return NULL;
+    }
+}
+
+/* ---- opening ------------------------------------------------------------------------------- */
+
+static bora_status mkdirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return bora_error_set(BORA_ERR_IO, "%s: %s", buf, strerror(errno));
+            *p = '/';
+        }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return bora_error_set(BORA_ERR_IO, "%s: %s", buf, strerror(errno));
+    return BORA_OK;
+}
+
+/* Remove the shards, temporary files, ledger and meta of dir (all = 0: temporaries only). */
+static void clean_dir(const char *dir, int all)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int tmp = strstr(e->d_name, ".tmp.") != NULL;
+        int ours = !strncmp(e->d_name, "shard-", 6) || !strcmp(e->d_name, "ledger.json") ||
+                   !strcmp(e->d_name, "meta.json");
+        if (tmp || (all && ours)) {
+            char path[4400];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+/* meta.json: what the directory was made for. A mismatch is refused (or the directory emptied
+ * when rebuild is set). */
+static bora_status check_meta(bora_cache *c, int rebuild)
+{
+    char path[4200], hex[32];
+    snprintf(path, sizeof path, "%s/meta.json", c->dir);
+    json_object *m = json_object_from_file(path);
+    if (m) {
+        json_object *k = NULL, *t = NULL, *srcs = NULL;
+        json_object_object_get_ex(m, "key", &k);
+        json_object_object_get_ex(m, "tokenizer", &t);
+        json_object_object_get_ex(m, "sources", &srcs);
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->key);
+        int same = k && !strcmp(json_object_get_string(k), hex);
+        char why[1024] = "";
+        if (!same) {
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->tok_hash);
+            if (!t || strcmp(json_object_get_string(t), hex))
+                snprintf(why, sizeof why, "another tokenizer (hash %s, this one %s)",
+                         t ? json_object_get_string(t) : "?", hex);
+            else {
+                size_t n = srcs ? json_object_array_length(srcs) : 0;
+                snprintf(why, sizeof why, "other sources (%zu files; these are %zu)", n, c->n);
+                for (size_t i = 0; i < n && i < c->n; i++) {
+                    json_object *p = NULL, *sz = NULL, *mt = NULL,
+                                *s = json_object_array_get_idx(srcs, i);
+                    json_object_object_get_ex(s, "path", &p);
+                    json_object_object_get_ex(s, "size", &sz);
+                    json_object_object_get_ex(s, "mtime_ns", &mt);
+                    if (!p || strcmp(json_object_get_string(p), c->shards[i].path) || !sz ||
+                        json_object_get_int64(sz) != (int64_t)c->shards[i].size || !mt ||
+                        json_object_get_int64(mt) != c->shards[i].mtime_ns) {
+                        if (!p || strcmp(json_object_get_string(p), c->shards[i].path))
+                            snprintf(why, sizeof why, "other sources (file %zu was %s, now %s)",
+                                     i + 1, p ? json_object_get_string(p) : "?", c->shards[i].path);
+                        else
+                            snprintf(why, sizeof why,
+                                     "other sources (file %zu, %s, has changed since: %lld "
+                                     "bytes then, %llu now%s)",
+                                     i + 1, c->shards[i].path,
+                                     sz ? (long long)json_object_get_int64(sz) : -1LL,
+                                     (unsigned long long)c->shards[i].size,
+                                     sz && json_object_get_int64(sz) == (int64_t)c->shards[i].size
+                                         ? ", modified since"
+                                         : "");
+                        break;
+                    }
+                }
+            }
+        }
+        json_object_put(m);
+        if (same && !rebuild)
+            return BORA_OK;
+        if (!rebuild)
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "data.cache_dir %s was built for %s; set data.cache_rebuild: "
+                                  "true to rebuild it, or choose another directory",
+                                  c->dir, why);
+        bora_log(BORA_LOG_INFO, "data: rebuilding the cache in %s%s%s", c->dir,
+                 *why ? ", built for " : "", why);
+        clean_dir(c->dir, 1);
+    }
+    json_object *o = identity_json(c);
+    bora_status st = write_json_atomic(c->dir, "meta.json", o);
+    json_object_put(o);
+    return st;
+}
+
+bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
+{
+    *out = NULL;
+    bora_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->lock_fd = -1;
+    c->tok = o->tok;
+    c->text_key = o->text_key ? o->text_key : "text";
+    c->what = o->what ? o->what : "data.train_urls";
+    c->max_bad = o->max_bad_fraction;
+    c->eos = bora_eos_id(o->tok);
+    c->width = bora_tokenizer_vocab_size(o->tok) <= 65536 ? 2 : 4;
+    c->tok_hash = bora_tokenizer_hash(o->tok);
+    bora_status st = BORA_OK;
+    if (c->eos < 0)
+        st = bora_error_set(BORA_ERR_INVALID,
+                            "data.tokenizer: no end-of-text token (one of <|endoftext|>, "
+                            "<|end_of_text|>, </s>, <eos>) to put between documents");
+    if (st == BORA_OK && !o->n_urls)
+        st = bora_error_set(BORA_ERR_CONFIG, "%s: no files given", c->what);
+    /* The sources, in order, and the key over them. */
+    bora_paths files = {0};
+    for (size_t u = 0; u < o->n_urls && st == BORA_OK; u++)
+        if ((st = bora_source_expand(o->urls[u], &files)) != BORA_OK)
+            st = bora_error_set(st, "%s: %s", c->what, bora_error_get());
+    if (st == BORA_OK && !(c->shards = calloc(files.n ? files.n : 1, sizeof *c->shards)))
+        st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    uint64_t key = bora_fnv1a(BORA_FNV_SEED, "bora-token-cache-1", 18);
+    key = bora_fnv1a(key, &c->tok_hash, sizeof c->tok_hash);
+    key = bora_fnv1a(key, c->text_key, strlen(c->text_key) + 1);
+    for (size_t i = 0; i < files.n && st == BORA_OK; i++) {
+        shard *sh = &c->shards[c->n++];
+        char real[PATH_MAX], base[4096];
+        sh->path = bora_strdup(realpath(files.v[i], real) ? real : files.v[i]);
+        struct stat stt;
+        if (!sh->path || stat(sh->path, &stt) != 0) {
+            st = bora_error_set(BORA_ERR_IO, "%s: %s", files.v[i], strerror(errno));
+            break;
+        }
+        sh->size = (uint64_t)stt.st_size;
+        sh->mtime_ns = (int64_t)stt.st_mtim.tv_sec * 1000000000 + stt.st_mtim.tv_nsec;
+        bora_source_base_name(sh->path, base, sizeof base);
+        sh->jsonl = ends_with(base, ".jsonl") || ends_with(base, ".json");
+        if (!sh->jsonl && !ends_with(base, ".txt"))
+            st = bora_error_set(BORA_ERR_UNSUPPORTED,
+                                "%s: unsupported file type (want .jsonl or .txt, optionally "
+                                "compressed: .jsonl.gz, .txt.zst)",
+                                sh->path);
+        c->bytes_total += sh->size;
+        key = bora_fnv1a(key, sh->path, strlen(sh->path) + 1);
+        key = bora_fnv1a(key, &sh->size, sizeof sh->size);
+        key = bora_fnv1a(key, &sh->mtime_ns, sizeof sh->mtime_ns);
+    }
+    bora_paths_free(&files);
+    c->key = key;
+    if (st == BORA_OK) {
+        if (o->dir && *o->dir) {
+            snprintf(c->dir, sizeof c->dir, "%s", o->dir);
+        } else {
+            const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+            if (xdg && *xdg)
+                snprintf(c->dir, sizeof c->dir, "%s/bora/tokens/%016llx", xdg,
+                         (unsigned long long)key);
+            else
+                snprintf(c->dir, sizeof c->dir, "%s/.cache/bora/tokens/%016llx",
+                         home && *home ? home : "/tmp", (unsigned long long)key);
+        }
+        st = mkdirs(c->dir);
+    }
+    /* One builder per directory: wait for another process that holds it. */
+    if (st == BORA_OK) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/lock", c->dir);
+        c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (c->lock_fd < 0)
+            st = bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
+        else if (flock(c->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            bora_log(BORA_LOG_INFO, "data: waiting for another bora building the cache in %s",
+                     c->dir);
+            while (flock(c->lock_fd, LOCK_EX) != 0 && errno == EINTR)
+                ;
+        }
+    }
+    if (st == BORA_OK)
+        st = check_meta(c, o->rebuild);
+    if (st == BORA_OK)
+        clean_dir(c->dir, 0);
+    /* Finished shards are reused. */
+    for (size_t i = 0; i < c->n && st == BORA_OK; i++) {
+        char path[4200];
+        shard_name(c, i, path, sizeof path);
+        if (access(path, F_OK) != 0)
+            continue;
+        if ((st = load_shard(c, i, &c->shards[i])) != BORA_OK)
+            break;
+        c->reused++;
+        c->done_count++;
+        c->bytes_done += c->shards[i].size;
+        c->docs_done += c->shards[i].n_docs;
+        c->tokens_done += c->shards[i].n_tokens;
+    }
+    if (st == BORA_OK) {
+        pthread_mutex_lock(&c->mu);
+        advance(c);
+        st = c->error;
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (st == BORA_OK && !c->complete) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int n = o->workers > 0 ? o->workers : (int)(cores > 0 ? cores : 1);
+        if (n > MAX_WORKERS && o->workers <= 0)
+            n = MAX_WORKERS;
+        if ((size_t)n > c->n - c->done_count)
+            n = (int)(c->n - c->done_count);
+        c->threads = calloc((size_t)n, sizeof *c->threads);
+        if (!c->threads)
+            st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
+        bora_log(BORA_LOG_INFO, "data: tokenizing %zu of %zu files into %s with %d worker%s",
+                 c->n - c->done_count, c->n, c->dir, n, n == 1 ? "" : "s");
+        for (int i = 0; i < n && st == BORA_OK; i++) {
+            if (pthread_create(&c->threads[i], NULL, worker, c) != 0)
+                st = bora_error_set(BORA_ERR_INTERNAL, "cannot start a cache worker");
+            else
+                c->n_threads++;
+        }
+    }
+    if (st != BORA_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", bora_error_get());
+        bora_cache_free(c);
+        return bora_error_set(st, "%s", msg);
+    }
+    *out = c;
+    return BORA_OK;
+}
+
+void bora_cache_free(bora_cache *c)
+{
+    if (!c)
+        return;
+    atomic_store(&c->stop, 1);
+    for (int i = 0; i < c->n_threads; i++)
+        pthread_join(c->threads[i], NULL);
+    free(c->threads);
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->shards[i].map)
+            munmap(c->shards[i].map, c->shards[i].map_len);
+        free(c->shards[i].path);
+    }
+    free(c->shards);
+    if (c->lock_fd >= 0)
+        close(c->lock_fd);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+/* ---- reading ------------------------------------------------------------------------------- */
+
+bora_status bora_cache_wait(bora_cache *c, int64_t tokens, int64_t *ready, int *done)
+{
+    pthread_mutex_lock(&c->mu);
+    while (!c->error && !c->complete && c->prefix_tokens < tokens)
+        pthread_cond_wait(&c->cv, &c->mu);
+    bora_status st = c->error;
+    if (st)
+        bora_error_set(st, "%s", c->message);
+    *ready = c->prefix_tokens;
+    *done = c->complete;
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+void bora_cache_read(bora_cache *c, int64_t at, int64_t n, int32_t *dst)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t prefix = c->prefix;
+    pthread_mutex_unlock(&c->mu);
+    /* the last shard of the prefix starting at or before `at` */
+    size_t lo = 0, hi = prefix;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (c->shards[mid].start <= at)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; n > 0 && i < prefix; i++) {
+        const shard *sh = &c->shards[i];
+        if (at >= sh->start + sh->n_tokens)
+            continue;
+        int64_t from = at - sh->start, k = sh->n_tokens - from < n ? sh->n_tokens - from : n;
+        if (c->width == 2) {
+            const uint16_t *p = (const uint16_t *)sh->tokens + from;
+            for (int64_t j = 0; j < k; j++)
+                dst[j] = p[j];
+        } else {
+            memcpy(dst, (const int32_t *)sh->tokens + from, (size_t)k * sizeof *dst);
+        }
+        dst += k;
+        at += k;
+        n -= k;
+    }
+}
+
+void bora_cache_progress_get(bora_cache *c, bora_cache_progress *p)
+{
+    pthread_mutex_lock(&c->mu);
+    *p = (bora_cache_progress){c->done_count, c->n,           c->docs_done, c->tokens_done,
+                               c->bytes_done, c->bytes_total, c->complete,  c->error != 0};
+    pthread_mutex_unlock(&c->mu);
+}
+
+const char *bora_cache_dir(const bora_cache *c)
+{
+    return c->dir;
+}
+
+uint64_t bora_cache_key(const bora_cache *c)
+{
+    return c->key;
+}
+
+int32_t bora_cache_eos(const bora_cache *c)
+{
+    return c->eos;
+}
+
+size_t bora_cache_reused(const bora_cache *c)
+{
+    return c->reused;
+}

@@ -1,0 +1,255 @@
+/* plugins/backends/cpu/kernels_fast.c — f32 kernels for the layouts a training step meets most:
+ * dense elementwise operands, dense cross-entropy rows, sums over one collapsed axis. Each
+ * returns -1 when the layout is not one it handles, and kernels.c falls back to the general
+ * strided kernel. Partitions are fixed (whole rows, or chunks of a fixed size), so results never
+ * depend on the thread count. */
+#include "kernels_fast.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Elements per parallel chunk of a dense elementwise op: a multiple of 16. */
+#define FAST_CHUNK 16384
+
+/* Whether t has exactly the dims and strides of the dense row-major tensor `like`. */
+static int same_dense(const bora_tensor_desc *t, const bora_tensor_desc *like)
+{
+    if (t->ndim != like->ndim)
+        return 0;
+    int64_t stride = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->dims[i] != like->dims[i] || (t->dims[i] != 1 && t->strides[i] != stride))
+            return 0;
+        stride *= t->dims[i];
+    }
+    return 1;
+}
+
+static int64_t count_of(const bora_tensor_desc *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+/* One dense span of an elementwise op; 0 when the op has no fast loop (n = 0 asks just that). */
+static int span(const cpu_simd *s, int op, int act_op, float value, float *out, const float *x,
+                const float *y, int64_t n)
+{
+    switch (op) {
+    case BORA_OP_FILL:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = value;
+        return 1;
+    case BORA_OP_ADD:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] + y[i];
+        return 1;
+    case BORA_OP_SUB:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] - y[i];
+        return 1;
+    case BORA_OP_MUL:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] * y[i];
+        return 1;
+    case BORA_OP_DIV:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] / y[i];
+        return 1;
+    case BORA_OP_SCALE:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] * value;
+        return 1;
+    case BORA_OP_ACT_GRAD: return s->act_grad(act_op, out, x, y, n);
+    default: return s->unary(op, out, x, n);
+    }
+}
+
+int fast_elementwise_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *o = &a->outputs[0];
+    int op = (int)a->op, nin = (int)a->n_inputs;
+    if (nin > 2 || o->ndim == 0)
+        return -1;
+    int act_op = op == BORA_OP_ACT_GRAD ? ((const bora_opt_act *)a->options)->op : 0;
+    if (!span(b->simd, op, act_op, 0, NULL, NULL, NULL, 0))
+        return -1;
+    float value = op == BORA_OP_FILL || op == BORA_OP_SCALE
+                      ? (float)((const bora_opt_scalar *)a->options)->value
+                      : 0;
+    const float *x = nin > 0 ? a->inputs[0].data : NULL, *y = nin > 1 ? a->inputs[1].data : NULL;
+    float *out = o->data;
+    /* the whole tensor as one span: every operand dense with the output's layout */
+    int dense = same_dense(o, o);
+    for (int k = 0; k < nin && dense; k++)
+        dense = same_dense(&a->inputs[k], o);
+    if (dense) {
+        int64_t n = count_of(o), chunks = (n + FAST_CHUNK - 1) / FAST_CHUNK;
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < chunks; c++) {
+            int64_t i0 = c * FAST_CHUNK, len = n - i0 < FAST_CHUNK ? n - i0 : FAST_CHUNK;
+            span(b->simd, op, act_op, value, out + i0, x ? x + i0 : NULL, y ? y + i0 : NULL, len);
+        }
+        return 0;
+    }
+    /* row by row: every operand's last axis dense (a broadcast row included) */
+    int last = o->ndim - 1;
+    if (o->dims[last] > 1 && o->strides[last] != 1)
+        return -1;
+    for (int k = 0; k < nin; k++)
+        if (a->inputs[k].dims[last] > 1 && a->inputs[k].strides[last] != 1)
+            return -1;
+    int64_t rows = count_of(o) / (o->dims[last] ? o->dims[last] : 1), n = o->dims[last];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off[3] = {0, 0, 0}, rem = r;
+        for (int i = last - 1; i >= 0; i--) {
+            int64_t idx = rem % o->dims[i];
+            rem /= o->dims[i];
+            off[0] += idx * o->strides[i];
+            for (int k = 0; k < nin; k++)
+                off[k + 1] += idx * a->inputs[k].strides[i];
+        }
+        span(b->simd, op, act_op, value, out + off[0], x ? x + off[1] : NULL, y ? y + off[2] : NULL,
+             n);
+    }
+    return 0;
+}
+
+/* Cross-entropy over dense rows of logits: the max, then the sum of exp(x - max) in 16 double
+ * partial sums, lse = max + log(sum). */
+int fast_xent_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target)
+{
+    const bora_tensor_desc *x = &a->inputs[0], *t = &a->inputs[1];
+    const bora_opt_xent *opt = a->options;
+    int64_t rows = x->dims[0], V = x->dims[1];
+    if (x->strides[1] != 1 && V > 1)
+        return -1;
+    double *per_row = malloc(sizeof(double) * (size_t)(rows ? rows : 1));
+    if (!per_row)
+        return -2;
+    float *lse_out = a->outputs[1].data;
+    int bad = 0;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = (const float *)x->data + r * x->strides[0];
+        int32_t tgt = ((const int32_t *)t->data)[r * t->strides[0]];
+        float m = b->simd->max(xr, V);
+        double lse = (double)m + log(b->simd->sum_exp(xr, V, m));
+        lse_out[r] = (float)lse;
+        if (tgt == opt->ignore_index) {
+            per_row[r] = 0;
+        } else if (tgt < 0 || tgt >= V) {
+            per_row[r] = 0;
+#pragma omp atomic write
+            bad = 1;
+        } else {
+            per_row[r] = lse - (double)xr[tgt] + opt->z_loss * lse * lse;
+        }
+    }
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++) /* in order: the same sum whatever the threads */
+        total += per_row[r];
+    free(per_row);
+    *(float *)a->outputs[0].data = (float)total;
+    *bad_target = bad;
+    return 0;
+}
+
+int fast_xent_grad_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *x = &a->inputs[0], *t = &a->inputs[1], *o = &a->outputs[0];
+    const float *lse = a->inputs[2].data;
+    float dloss = *(const float *)a->inputs[3].data;
+    const bora_opt_xent *opt = a->options;
+    int64_t rows = x->dims[0], V = x->dims[1];
+    if ((x->strides[1] != 1 || o->strides[1] != 1) && V > 1)
+        return -1;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = (const float *)x->data + r * x->strides[0];
+        float *orow = (float *)o->data + r * o->strides[0];
+        int32_t tgt = ((const int32_t *)t->data)[r * t->strides[0]];
+        if (tgt == opt->ignore_index || tgt < 0 || tgt >= V) {
+            memset(orow, 0, sizeof(float) * (size_t)V);
+            continue;
+        }
+        float zf = (float)(1.0 + 2.0 * opt->z_loss * (double)lse[r]);
+        b->simd->xent_grad(orow, xr, V, lse[r], dloss, zf, tgt);
+    }
+    return 0;
+}
+
+/* Sum over the trailing axes when they collapse into one strided axis and the kept axes into
+ * another. A dense row (stride 1) is summed in 16 partial sums; a strided one (a column sum, as
+ * in a bias gradient) in order, 64 columns at a time so that each pass reads whole lines. */
+int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
+    int nr = ((const bora_opt_reduce *)a->options)->n_reduced, outer_nd = x->ndim - nr;
+    /* collapse axes [lo, hi) of x into (n, stride); 0 when they do not collapse */
+    int64_t n_out = 1, s_out = 0, n_red = 1, s_red = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int lo = pass ? outer_nd : 0, hi = pass ? x->ndim : outer_nd;
+        int64_t n = 1, s = 0;
+        for (int i = hi - 1; i >= lo; i--) {
+            if (x->dims[i] == 1)
+                continue;
+            if (n == 1)
+                s = x->strides[i];
+            else if (x->strides[i] != s * n)
+                return -1;
+            n *= x->dims[i];
+        }
+        if (pass) {
+            n_red = n;
+            s_red = s;
+        } else {
+            n_out = n;
+            s_out = s;
+        }
+    }
+    /* the output: dense in the kept axes' order */
+    int64_t stride = 1;
+    for (int i = outer_nd - 1; i >= 0; i--) {
+        if (o->dims[i] != 1 && o->strides[i] != stride)
+            return -1;
+        stride *= o->dims[i];
+    }
+    const float *xd = x->data;
+    float *od = o->data;
+    if (n_red == 1) { /* a sum of one: a copy */
+        int64_t chunks = (n_out + FAST_CHUNK - 1) / FAST_CHUNK;
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < chunks; c++)
+            for (int64_t r = c * FAST_CHUNK; r < n_out && r < (c + 1) * FAST_CHUNK; r++)
+                od[r] = xd[r * s_out];
+        return 0;
+    }
+    if (s_red == 1) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n_out; r++)
+            od[r] = (float)b->simd->sum(xd + r * s_out, n_red);
+        return 0;
+    }
+    if (s_out != 1 && n_out > 1)
+        return -1;
+    enum { COLS = 64 };
+    int64_t blocks = (n_out + COLS - 1) / COLS;
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < blocks; blk++) {
+        int64_t c0 = blk * COLS, nc = n_out - c0 < COLS ? n_out - c0 : COLS;
+        double acc[COLS] = {0};
+        for (int64_t j = 0; j < n_red; j++) {
+            const float *row = xd + j * s_red + c0;
+            for (int64_t c = 0; c < nc; c++)
+                acc[c] += (double)row[c];
+        }
+        for (int64_t c = 0; c < nc; c++)
+            od[c0 + c] = (float)acc[c];
+    }
+    return 0;
+}

@@ -1,0 +1,13 @@
+/* plugins/backends/cpu/kernels_fast.h — f32 kernels for dense layouts (kernels_fast.c). Each
+ * returns 0 when done, -1 when the layout is not its own (nothing written), -2 out of memory. */
+#ifndef BORA_CPU_KERNELS_FAST_H
+#define BORA_CPU_KERNELS_FAST_H
+
+#include "cpu.h"
+
+int fast_elementwise_f32(bora_backend *b, const bora_kernel_args *a);
+int fast_xent_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target);
+int fast_xent_grad_f32(bora_backend *b, const bora_kernel_args *a);
+int fast_sum_f32(bora_backend *b, const bora_kernel_args *a);
+
+#endif

@@ -1,0 +1,31 @@
+/* plugins/backends/cpu/simd.h — the table of vectorised f32 loops (simd_t.h), one per
+ * instruction set, and the choice among them. All arrays are dense. */
+#ifndef BORA_CPU_SIMD_H
+#define BORA_CPU_SIMD_H
+
+#include <bora/backend.h>
+#include <stdint.h>
+
+typedef struct cpu_simd {
+    const char *isa; /* "avx512", "avx2" or "generic" */
+    /* y = op(x) for NEG, EXP, TANH, SIGMOID, RELU, SILU, GELU_TANH; 0 for any other op (with
+     * n = 0, a question that touches no memory) */
+    int (*unary)(int op, float *y, const float *x, int64_t n);
+    /* y = d op(x)/dx * dy for TANH, SIGMOID, RELU, SILU, GELU_TANH; 0 for any other op (n = 0
+     * asks) */
+    int (*act_grad)(int op, float *y, const float *x, const float *dy, int64_t n);
+    float (*max)(const float *x, int64_t n);
+    double (*sum)(const float *x, int64_t n);
+    double (*sum_exp)(const float *x, int64_t n, float shift); /* sum of exp(x - shift) */
+    /* g = scale (exp(x - shift) zf - [i == target]) */
+    void (*xent_grad)(float *g, const float *x, int64_t n, float shift, float scale, float zf,
+                      int64_t target);
+} cpu_simd;
+
+extern const cpu_simd cpu_simd_avx512, cpu_simd_avx2, cpu_simd_generic;
+
+/* The best table this CPU runs, or the one BORA_CPU_ISA names (avx512, avx2, generic) when the
+ * CPU has it; chosen once. */
+const cpu_simd *cpu_simd_get(void);
+
+#endif

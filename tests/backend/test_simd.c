@@ -1,0 +1,262 @@
+/* tests/backend/test_simd.c — the CPU backend's vectorised f32 loops (plugins/backends/cpu/
+ * simd_t.h) against double-precision references: exp and tanh within 2 ulp over their whole
+ * range and exact at the special values; the activations, their gradients, sums and the
+ * cross-entropy gradient within stated tolerances; and the AVX-512 and AVX2 builds bitwise equal
+ * to each other on every function (skipped, saying so, on a CPU without both). */
+#include "../test.h"
+#include "simd.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Distance in units in the last place between two finite floats of the same sign region. */
+static int64_t ulps(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0)
+        ia = INT32_MIN - ia;
+    if (ib < 0)
+        ib = INT32_MIN - ib;
+    return llabs((long long)ia - (long long)ib);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float uniform(float lo, float hi)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return lo + (hi - lo) * (float)((double)(rng_state >> 11) / 9007199254740992.0);
+}
+
+/* The table's unary op on one value (through a 1-long array: the tail path). */
+static float one(const cpu_simd *s, int op, float x)
+{
+    float y = NAN;
+    s->unary(op, &y, &x, 1);
+    return y;
+}
+
+static void check_exp_tanh(const cpu_simd *s)
+{
+    enum { N = 1 << 20 };
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    /* exp over its finite range, evenly */
+    for (int i = 0; i < N; i++)
+        x[i] = -87.3f + (88.7f + 87.3f) * (float)i / (float)(N - 1);
+    CHECK(s->unary(BORA_OP_EXP, y, x, N));
+    int64_t worst = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t u = ulps(y[i], (float)exp((double)x[i]));
+        if (u > worst)
+            worst = u;
+    }
+    printf("%s exp: worst %lld ulp over [-87.3, 88.7]\n", s->isa, (long long)worst);
+    CHECK(worst <= 2);
+    /* tanh over [-10, 10], densely near 0 as well */
+    for (int i = 0; i < N; i++)
+        x[i] = i % 2 ? -10.0f + 20.0f * (float)i / (float)(N - 1) : uniform(-1.0f, 1.0f);
+    CHECK(s->unary(BORA_OP_TANH, y, x, N));
+    worst = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t u = ulps(y[i], (float)tanh((double)x[i]));
+        if (u > worst)
+            worst = u;
+    }
+    printf("%s tanh: worst %lld ulp over [-10, 10]\n", s->isa, (long long)worst);
+    CHECK(worst <= 2);
+    /* special values */
+    CHECK(one(s, BORA_OP_EXP, 0.0f) == 1.0f);
+    CHECK(one(s, BORA_OP_EXP, -INFINITY) == 0.0f);
+    CHECK(one(s, BORA_OP_EXP, -100.0f) == 0.0f);
+    CHECK(isinf(one(s, BORA_OP_EXP, INFINITY)) && one(s, BORA_OP_EXP, INFINITY) > 0);
+    CHECK(isinf(one(s, BORA_OP_EXP, 100.0f)));
+    CHECK(isnan(one(s, BORA_OP_EXP, NAN)));
+    CHECK(one(s, BORA_OP_TANH, 0.0f) == 0.0f && !signbit(one(s, BORA_OP_TANH, 0.0f)));
+    CHECK(signbit(one(s, BORA_OP_TANH, -0.0f)));
+    CHECK(one(s, BORA_OP_TANH, 30.0f) == 1.0f && one(s, BORA_OP_TANH, -INFINITY) == -1.0f);
+    CHECK(isnan(one(s, BORA_OP_TANH, NAN)));
+    CHECK(one(s, BORA_OP_TANH, 1e-30f) == 1e-30f);
+    free(x);
+    free(y);
+}
+
+static double ref_unary(int op, double x)
+{
+    switch (op) {
+    case BORA_OP_NEG: return -x;
+    case BORA_OP_EXP: return exp(x);
+    case BORA_OP_TANH: return tanh(x);
+    case BORA_OP_SIGMOID: return 1 / (1 + exp(-x));
+    case BORA_OP_RELU: return x > 0 ? x : 0;
+    case BORA_OP_SILU: return x / (1 + exp(-x));
+    default: /* GELU_TANH */
+        return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    }
+}
+
+static double ref_grad(int op, double x, double dy)
+{
+    double h = 1e-6; /* central difference of the reference in double: error ~1e-12 */
+    return dy * (ref_unary(op, x + h) - ref_unary(op, x - h)) / (2 * h);
+}
+
+static void check_activations(const cpu_simd *s)
+{
+    static const int ops[] = {BORA_OP_NEG,  BORA_OP_EXP,  BORA_OP_TANH,     BORA_OP_SIGMOID,
+                              BORA_OP_RELU, BORA_OP_SILU, BORA_OP_GELU_TANH};
+    enum { N = 4099 }; /* not a multiple of 16: the tail is checked too */
+    float x[N], y[N], dy[N], g[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = uniform(-8.0f, 8.0f);
+        dy[i] = uniform(-2.0f, 2.0f);
+    }
+    x[0] = 0.3f; /* RELU's gradient at a kink is never sampled: keep x away from 0 */
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        int op = ops[k];
+        CHECK(s->unary(op, y, x, N));
+        /* value within 2e-6 relative, or 3e-7 absolute where the f32 formula itself cancels
+         * (1 + tanh(u) for GELU far below 0); gradients within 1e-5 relative, or
+         * 3e-7 |dy| (1 + x²) absolute (1 - t² near t = 1, times GELU's x du/dx) */
+        double worst = 0, worst_g = 0;
+        int has_grad = op != BORA_OP_NEG && op != BORA_OP_EXP;
+        if (has_grad)
+            CHECK(s->act_grad(op, g, x, dy, N));
+        for (int i = 0; i < N; i++) {
+            double r = ref_unary(op, x[i]);
+            worst = fmax(worst, fabs(y[i] - r) / (2e-6 * fabs(r) + 3e-7));
+            if (has_grad && fabs(x[i]) > 1e-3) {
+                double rg = ref_grad(op, x[i], dy[i]);
+                worst_g = fmax(worst_g, fabs(g[i] - rg) / (1e-5 * fabs(rg) +
+                                                           3e-7 * fabs(dy[i]) * (1 + x[i] * x[i])));
+            }
+        }
+        printf("%s op %d: worst error %.2f of the tolerance, gradient %.2f\n", s->isa, op, worst,
+               worst_g);
+        CHECK(worst <= 1);
+        CHECK(worst_g <= 1);
+    }
+    /* ops without a vector loop say so */
+    CHECK(!s->unary(BORA_OP_LOG, y, x, 1));
+    CHECK(!s->act_grad(BORA_OP_GELU_EXACT, g, x, dy, 1));
+    CHECK(s->unary(BORA_OP_TANH, NULL, NULL, 0) && !s->unary(BORA_OP_LOG, NULL, NULL, 0));
+    CHECK(s->act_grad(BORA_OP_SILU, NULL, NULL, NULL, 0));
+}
+
+static void check_rows(const cpu_simd *s)
+{
+    enum { V = 50257 };
+    float *x = malloc(sizeof(float) * V), *g = malloc(sizeof(float) * V);
+    for (int i = 0; i < V; i++)
+        x[i] = uniform(-6.0f, 6.0f);
+    x[1234] = 9.5f;
+    double m = -INFINITY, sum = 0, sum_e = 0;
+    for (int i = 0; i < V; i++) {
+        m = fmax(m, x[i]);
+        sum += x[i];
+    }
+    for (int i = 0; i < V; i++)
+        sum_e += exp(x[i] - m);
+    CHECK(s->max(x, V) == 9.5f);
+    CHECK(s->max(x, 3) == fmaxf(x[0], fmaxf(x[1], x[2])));
+    CHECK(fabs(s->sum(x, V) - sum) < 1e-9 * V);
+    CHECK(fabs(s->sum_exp(x, V, (float)m) - sum_e) < 4e-7 * sum_e);
+    /* the cross-entropy gradient: scale (softmax * zf - onehot) */
+    double lse = m + log(sum_e);
+    float scale = 0.25f, zf = 1.01f;
+    s->xent_grad(g, x, V, (float)lse, scale, zf, 77);
+    double worst = 0;
+    for (int i = 0; i < V; i++) {
+        double r = scale * (exp(x[i] - lse) * zf - (i == 77));
+        worst = fmax(worst, fabs(g[i] - r) / (fabs(r) + 1e-12));
+    }
+    printf("%s cross-entropy gradient: worst relative error %.2e\n", s->isa, worst);
+    CHECK(worst < 1e-5);
+    s->xent_grad(g, x, 5, (float)lse, scale, zf, V); /* a target past the row: none */
+    for (int i = 0; i < 5; i++)
+        CHECK(fabsf(g[i] - (float)(scale * exp(x[i] - lse) * zf)) < 1e-6f);
+    free(x);
+    free(g);
+}
+
+/* Two tables give the same bits on the same inputs. */
+static void check_same_bits(const cpu_simd *a, const cpu_simd *b)
+{
+    enum { N = 50257 };
+    float *x = malloc(sizeof(float) * N), *dy = malloc(sizeof(float) * N);
+    float *ya = malloc(sizeof(float) * N), *yb = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) {
+        x[i] = uniform(-20.0f, 20.0f);
+        dy[i] = uniform(-1.0f, 1.0f);
+    }
+    static const int ops[] = {BORA_OP_EXP, BORA_OP_TANH, BORA_OP_SIGMOID, BORA_OP_SILU,
+                              BORA_OP_GELU_TANH};
+    /* every length to 40 (each tail size, whole vectors around it), then a few long rows */
+    static const int64_t long_rows[] = {121, 364, 1093, 3280, 9841, 29524, N};
+    int64_t lengths[40 + sizeof long_rows / sizeof *long_rows];
+    size_t n_lengths = 0;
+    for (int64_t n = 1; n <= 40; n++)
+        lengths[n_lengths++] = n;
+    for (size_t i = 0; i < sizeof long_rows / sizeof *long_rows; i++)
+        lengths[n_lengths++] = long_rows[i];
+    int differ = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        for (size_t li = 0; li < n_lengths; li++) {
+            int64_t n = lengths[li];
+            a->unary(ops[k], ya, x, n);
+            b->unary(ops[k], yb, x, n);
+            differ |= memcmp(ya, yb, sizeof(float) * (size_t)n) != 0;
+            a->act_grad(ops[k] == BORA_OP_EXP ? BORA_OP_TANH : ops[k], ya, x, dy, n);
+            b->act_grad(ops[k] == BORA_OP_EXP ? BORA_OP_TANH : ops[k], yb, x, dy, n);
+            differ |= memcmp(ya, yb, sizeof(float) * (size_t)n) != 0;
+            double sa = a->sum_exp(x, n, 20.0f), sb = b->sum_exp(x, n, 20.0f);
+            differ |= memcmp(&sa, &sb, sizeof sa) != 0;
+            sa = a->sum(x, n);
+            sb = b->sum(x, n);
+            differ |= memcmp(&sa, &sb, sizeof sa) != 0;
+            a->xent_grad(ya, x, n, 21.0f, 0.5f, 1.0f, n / 2);
+            b->xent_grad(yb, x, n, 21.0f, 0.5f, 1.0f, n / 2);
+            differ |= memcmp(ya, yb, sizeof(float) * (size_t)n) != 0;
+        }
+    }
+    printf("%s and %s: %s\n", a->isa, b->isa, differ ? "DIFFERENT bits" : "the same bits");
+    CHECK(!differ);
+    free(x);
+    free(dy);
+    free(ya);
+    free(yb);
+}
+
+int main(void)
+{
+    __builtin_cpu_init();
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const cpu_simd *tables[3];
+    int n = 0;
+    if (avx512)
+        tables[n++] = &cpu_simd_avx512;
+    if (avx2)
+        tables[n++] = &cpu_simd_avx2;
+    tables[n++] = &cpu_simd_generic;
+    for (int i = 0; i < n; i++) {
+        check_exp_tanh(tables[i]);
+        check_activations(tables[i]);
+        check_rows(tables[i]);
+    }
+    const char *forced = getenv("BORA_CPU_ISA");
+    if (forced && *forced) /* BORA_CPU_ISA names the one chosen */
+        CHECK(strcmp(cpu_simd_get()->isa, forced) == 0);
+    else /* the best one is chosen */
+        CHECK(strcmp(cpu_simd_get()->isa, tables[0]->isa) == 0);
+    if (avx512 && avx2)
+        check_same_bits(&cpu_simd_avx512, &cpu_simd_avx2);
+    else
+        printf("skipped: the AVX-512 and AVX2 builds are compared only on a CPU with both\n");
+    return test_summary("test_simd");
+}
