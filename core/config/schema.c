@@ -72,6 +72,27 @@ static const bora_key data_keys[] = {
     {"cache_rebuild", BORA_KEY_BOOL, 0, "false",
      "empty and rebuild a cache_dir that was made for another tokenizer or other sources "
      "(else that is an error)"},
+    {"validation_windows", BORA_KEY_INT, 0, "0",
+     "with no validation_urls: hold out this many seq_len windows from the start of "
+     "train_urls (before any shuffling) as the validation set; training reads the rest"},
+    {"configs", BORA_KEY_MAP, 0, "{}",
+     "datasets to mix, instead of train_urls: {NAME: {train_urls, validation_urls, text_key}}, "
+     "each with its own token cache (cache_dir/NAME when cache_dir is set); their "
+     "validation_urls together are the validation set"},
+    {"train_weights", BORA_KEY_MAP, 0, "{}",
+     "how configs mix: {NAME: weight, ...} (normalised; a missing name is 0), or stages "
+     "[[STEP, {NAME: weight}], ...] from step 0 on; every block of mixture_block_size rows "
+     "holds each dataset's exact share"},
+    {"mixture_block_size", BORA_KEY_INT, 0, "2048",
+     "rows per mixture block; a stage must start at a step whose first row is a multiple"},
+    {NULL, 0, 0, NULL, NULL},
+};
+
+/* The keys of one dataset in data.configs. */
+static const bora_key source_keys[] = {
+    {"train_urls", BORA_KEY_LIST, 0, "[]", "training text, as data.train_urls"},
+    {"validation_urls", BORA_KEY_LIST, 0, "[]", "validation text, as data.validation_urls"},
+    {"text_key", BORA_KEY_STRING, 0, "null", "the .jsonl field holding text (data.text_key)"},
     {NULL, 0, 0, NULL, NULL},
 };
 
@@ -295,6 +316,32 @@ static bora_status check_core_section(bora_config *root, const bora_section *s,
                 result = BORA_ERR_CONFIG;
         }
     }
+    /* data.configs: each dataset's keys are checked like a section's; train_weights belongs to
+     * the loader, which names what is wrong in it. */
+    bora_config *configs = !strcmp(s->name, "data") ? bora_cfg_child(node, "configs") : NULL;
+    if (configs && configs->kind == BORA_NODE_MAP) {
+        configs->read = 1;
+        for (size_t i = 0; i < configs->n; i++) {
+            bora_config *one = configs->values[i];
+            char label[256];
+            snprintf(label, sizeof label, "data.configs.%s", configs->keys[i]);
+            configs->key_nodes[i]->read = 1;
+            if (one->kind != BORA_NODE_MAP) {
+                result = bora_cfg_error(
+                    root->cfg, one, "%s: expected a mapping such as {train_urls: [...]}", label);
+                continue;
+            }
+            bora_cfg_claim(one, label, source_keys);
+            if (bora_cfg_check_declared(one, source_keys) != BORA_OK)
+                result = BORA_ERR_CONFIG;
+        }
+    } else if (configs && configs->kind != BORA_NODE_NULL)
+        result = bora_cfg_error(root->cfg, configs,
+                                "data.configs: expected a mapping of dataset names, such as "
+                                "{web: {train_urls: [...]}, code: {train_urls: [...]}}");
+    bora_config *weights = !strcmp(s->name, "data") ? bora_cfg_child(node, "train_weights") : NULL;
+    if (weights)
+        cfg_mark_read(weights);
     /* trainer.backend names a backend: one that is missing or failed to load is an error now. */
     if (!strcmp(s->name, "trainer")) {
         const char *backend = NULL;

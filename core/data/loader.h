@@ -41,9 +41,35 @@ typedef struct bora_loader_opts {
     const char *cache_dir;   /* NULL: the default (cache.h) */
     int workers;             /* cache workers (0: one per core) */
     int rebuild;             /* rebuild a cache made for other sources or another tokenizer */
+    int64_t skip_windows;    /* the first windows are held out (bora_loader_carve) */
+    int prefetch;            /* a thread fetches batch k + 1 while batch k trains */
 } bora_loader_opts;
 
+/* A mixture of datasets: row i of the joined batches (k * batch_size + r) falls in block
+ * i / block; within a stage (from stage_step[s] on) every block holds exactly counts[d] rows of
+ * part d — its weight's share of the block, rounded by largest remainder — at positions a keyed
+ * permutation of the block chooses, so the proportions are exact in every block, and part d's
+ * rows are read in its own order (its shuffle) one after the other across blocks and stages. */
+typedef struct bora_mixture_opts {
+    size_t n_stages;
+    const int64_t *stage_step; /* the step each stage starts at: 0 first, increasing; each
+                                  stage's first row a multiple of block */
+    const double *weights;     /* n_stages x parts, not all 0 in a stage; normalised */
+    int64_t block;             /* rows per block */
+    int64_t batch_size;        /* rows per step, to place the stages */
+    int prefetch;
+} bora_mixture_opts;
+
 bora_status bora_loader_open(const bora_loader_opts *o, bora_loader **out);
+/* A mixture of the n parts (names for messages); each part's prefetch is ignored. */
+bora_status bora_loader_open_mixture(const bora_loader_opts *parts, const char *const *names,
+                                     size_t n, const bora_mixture_opts *m, bora_loader **out);
+/* The rows per block of each part in a stage (n_parts values); returns the block, 0 if l is not
+ * a mixture or has no such stage. */
+int64_t bora_loader_mixture_counts(const bora_loader *l, size_t stage, int64_t *counts);
+/* A validation loader over the first n windows of train's (unshuffled) stream, which train
+ * opened with skip_windows = n; it shares train's cache and must be freed first. */
+bora_status bora_loader_carve(bora_loader *train, int64_t n, bora_loader **out);
 /* The options of the token cache a loader with these options reads (to build it alone). */
 void bora_loader_cache_opts(const bora_loader_opts *o, bora_cache_opts *co);
 /* The tokenizer's end-of-text id (<|endoftext|>, <|end_of_text|>, </s> or <eos>), or -1. */
@@ -56,7 +82,9 @@ bora_status bora_loader_rows(bora_loader *l, int64_t k, int64_t batch_size, int6
                              int32_t *input_ids, int32_t *targets, int32_t *segment_ids,
                              int64_t *loss_tokens);
 
-/* Windows and tokens in all: these wait for the whole cache (0 if it failed). */
+/* Windows and tokens in all (a mixture: of its parts): these wait for the whole cache (0 if it
+ * failed). With skip_windows, the windows rows read (the rest); a carved set's tokens are its
+ * windows' (and the one after). */
 int64_t bora_loader_windows(bora_loader *l);
 int64_t bora_loader_tokens(bora_loader *l);
 const char *bora_loader_cache_dir(const bora_loader *l);

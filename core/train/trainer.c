@@ -57,7 +57,7 @@ typedef struct trainer {
     bora_tokenizer *tok;
     bora_loader *loader, *val;
     int64_t steps_per_eval, max_eval_batches;
-    int has_val, eval_only;
+    int has_val, has_val_urls, eval_only;
     double wait_s;          /* the last step's wait for its batch */
     double flops_per_token; /* 6N + 12 L d T */
     double peak_gflops;     /* the backend's measured peak, 0 if unknown */
@@ -207,6 +207,13 @@ static int permanent(const trainer *t, int64_t step)
     return 0;
 }
 
+/* Whether a urls value names anything (a non-empty list, or a string). */
+static int has_urls(const bora_config *u)
+{
+    return u && ((u->kind == BORA_NODE_LIST && u->n > 0) ||
+                 (u->kind == BORA_NODE_SCALAR && u->text && *u->text));
+}
+
 static bora_status read_settings(trainer *t, bora_config *root)
 {
     bora_cfg *cfg = t->cfg;
@@ -219,9 +226,16 @@ static bora_status read_settings(trainer *t, bora_config *root)
     bora_cfg_bool(tr, "crash_on_nan", 1, &t->crash_on_nan);
     bora_cfg_int(tr, "steps_per_eval", 1000, &t->steps_per_eval);
     bora_cfg_int(tr, "max_eval_batches", -1, &t->max_eval_batches);
-    bora_config *vu = bora_cfg_child(bora_cfg_child(root, "data"), "validation_urls");
-    t->has_val = vu && ((vu->kind == BORA_NODE_LIST && vu->n > 0) ||
-                        (vu->kind == BORA_NODE_SCALAR && vu->text && *vu->text));
+    /* a validation set: data.validation_urls, a mixture's datasets' ones, or windows held out
+     * of train_urls */
+    bora_config *data = bora_cfg_child(root, "data"), *cs = bora_cfg_child(data, "configs");
+    t->has_val_urls = has_urls(bora_cfg_child(data, "validation_urls"));
+    for (size_t i = 0; cs && cs->kind == BORA_NODE_MAP && i < cs->n; i++)
+        t->has_val_urls |= cs->values[i]->kind == BORA_NODE_MAP &&
+                           has_urls(bora_cfg_child(cs->values[i], "validation_urls"));
+    int64_t held_out = 0;
+    bora_cfg_int(data, "validation_windows", 0, &held_out);
+    t->has_val = t->has_val_urls || held_out > 0;
     if (t->steps_per_eval < 1)
         bora_cfg_error(cfg, bora_cfg_child(tr, "steps_per_eval"),
                        "trainer.steps_per_eval: must be 1 or more");
@@ -609,45 +623,85 @@ static bora_status build(trainer *t, bora_config *root)
 
 /* Strings the loader options point to. */
 typedef struct data_names {
-    char what[64], dir[4200];
+    char what[160], dir[4200];
 } data_names;
 
-/* The loader options for data.{key} (train_urls or validation_urls); *list (to free) holds the
- * patterns. An explicit data.cache_dir holds the training cache, and validation's in its
- * subdirectory "validation". */
-static bora_status data_opts(trainer *t, bora_config *root, const char *key, int train,
+/* Append the patterns of node[key] (a list, or one string) to l[0..*n) (grown). */
+static bora_status add_urls(bora_config *node, const char *key, const char ***l, size_t *n)
+{
+    bora_config *urls = bora_cfg_child(node, key);
+    size_t more = !urls                                                         ? 0
+                  : urls->kind == BORA_NODE_LIST                                ? urls->n
+                  : urls->kind == BORA_NODE_SCALAR && urls->text && *urls->text ? 1
+                                                                                : 0;
+    const char **grown = realloc(*l, (*n + more + 1) * sizeof **l);
+    if (!grown)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    *l = grown;
+    if (urls && urls->kind == BORA_NODE_SCALAR) {
+        urls->read = 1;
+        if (more)
+            grown[(*n)++] = urls->text;
+        return BORA_OK;
+    }
+    for (size_t i = 0; i < more; i++) {
+        bora_config *u = bora_cfg_at(urls, i);
+        grown[(*n)++] = u->kind == BORA_NODE_SCALAR ? u->text : "";
+    }
+    return BORA_OK;
+}
+
+/* The datasets of data.configs, or 0 when there are none. */
+static size_t n_configs(bora_config *root)
+{
+    bora_config *c = bora_cfg_child(bora_cfg_child(root, "data"), "configs");
+    return c && c->kind == BORA_NODE_MAP ? c->n : 0;
+}
+
+/* The loader options for the `key` list (train_urls or validation_urls) of data, or of
+ * data.configs[part] (part >= 0); validation of a mixture with no data.validation_urls of its
+ * own reads every dataset's validation_urls. *list (to free) holds the patterns. An explicit
+ * data.cache_dir holds the training cache (of a dataset in a mixture: its subdirectory NAME),
+ * and validation's in the subdirectory "validation". */
+static bora_status data_opts(trainer *t, bora_config *root, const char *key, long part,
                              bora_loader_opts *o, const char ***list, data_names *names)
 {
     bora_config *data = bora_cfg_child(root, "data");
+    bora_config *configs = bora_cfg_child(data, "configs");
+    int train = !strcmp(key, "train_urls");
     *list = NULL;
     if (!t->tok)
         return bora_error_set(BORA_ERR_CONFIG,
                               "data.tokenizer: give the tokenizer to train with (a "
                               "tokenizer.json, or a folder with one)");
-    bora_config *urls = bora_cfg_child(data, key);
-    size_t n = urls && urls->kind == BORA_NODE_LIST ? urls->n : 0;
-    const char **l = calloc(n ? n : 1, sizeof *l);
-    if (!l)
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        bora_config *u = bora_cfg_at(urls, i);
-        l[i] = u->kind == BORA_NODE_SCALAR ? u->text : "";
+    const char **l = NULL, *text_key = "text";
+    size_t n = 0;
+    bora_cfg_string(data, "text_key", "text", &text_key);
+    bora_config *src = part >= 0 ? configs->values[part] : data;
+    bora_status st = add_urls(src, key, &l, &n);
+    if (st == BORA_OK && part < 0 && !train && !n && n_configs(root))
+        for (size_t i = 0; i < configs->n && st == BORA_OK; i++)
+            st = add_urls(configs->values[i], key, &l, &n);
+    if (st != BORA_OK) {
+        free(l);
+        return st;
     }
-    if (urls && urls->kind == BORA_NODE_SCALAR) {
-        l[0] = urls->text;
-        n = 1;
-        urls->read = 1;
+    if (part >= 0) {
+        const char *own = NULL;
+        bora_cfg_string(src, "text_key", NULL, &own);
+        if (own && *own)
+            text_key = own;
     }
-    const char *text_key = "text", *shuffle_s = "false", *cache_dir = "";
-    int64_t shuffle = 0, workers = 0;
+    const char *shuffle_s = "false", *cache_dir = "";
+    int64_t shuffle = 0, workers = 0, held_out = 0;
     int rebuild = 0;
     double max_bad = 0;
-    bora_cfg_string(data, "text_key", "text", &text_key);
     bora_cfg_string(data, "shuffle", "false", &shuffle_s);
     bora_cfg_string(data, "cache_dir", "", &cache_dir);
     bora_cfg_int(data, "cache_workers", 0, &workers);
     bora_cfg_bool(data, "cache_rebuild", 0, &rebuild);
     bora_cfg_float(data, "max_bad_fraction", 0, &max_bad);
+    bora_cfg_int(data, "validation_windows", 0, &held_out);
     if (!strcmp(shuffle_s, "true"))
         shuffle = 1;
     else if (strcmp(shuffle_s, "false") && (bora_parse_int(shuffle_s, &shuffle) || shuffle < 1)) {
@@ -657,9 +711,13 @@ static bora_status data_opts(trainer *t, bora_config *root, const char *key, int
                               "number of windows, at least 1)",
                               shuffle_s);
     }
-    snprintf(names->what, sizeof names->what, "data.%s", key);
-    snprintf(names->dir, sizeof names->dir, "%s%s", cache_dir,
-             *cache_dir && !train ? "/validation" : "");
+    const char *name = part >= 0 ? configs->keys[part] : NULL;
+    if (name)
+        snprintf(names->what, sizeof names->what, "data.configs.%s.%s", name, key);
+    else
+        snprintf(names->what, sizeof names->what, "data.%s", key);
+    snprintf(names->dir, sizeof names->dir, "%s%s%s%s", cache_dir, name ? "/" : "",
+             name ? name : "", *cache_dir && !train ? "/validation" : "");
     *o = (bora_loader_opts){.urls = l,
                             .n_urls = n,
                             .text_key = text_key,
@@ -672,32 +730,137 @@ static bora_status data_opts(trainer *t, bora_config *root, const char *key, int
                             .what = names->what,
                             .cache_dir = *cache_dir ? names->dir : NULL,
                             .workers = (int)(t->cache_workers ? t->cache_workers : workers),
-                            .rebuild = t->cache_rebuild || rebuild};
+                            .rebuild = t->cache_rebuild || rebuild,
+                            .skip_windows = train && !t->has_val_urls ? held_out : 0,
+                            .prefetch = train && !t->eval_only};
     *list = l;
     return BORA_OK;
 }
 
 /* A loader over data.{key} (train_urls or validation_urls). */
-static bora_status open_loader(trainer *t, bora_config *root, const char *key, int train,
-                               bora_loader **out)
+static bora_status open_loader(trainer *t, bora_config *root, const char *key, bora_loader **out)
 {
     bora_loader_opts o;
     const char **list;
     data_names names;
-    bora_status st = data_opts(t, root, key, train, &o, &list, &names);
+    bora_status st = data_opts(t, root, key, -1, &o, &list, &names);
     if (st == BORA_OK)
         st = bora_loader_open(&o, out);
     free(list);
     return st;
 }
 
+/* The weights of data.train_weights: one stage ({NAME: w}) or a list of [STEP, {NAME: w}]. */
+static bora_status mixture_weights(bora_config *data, bora_config *configs, int64_t **steps,
+                                   double **weights, size_t *n_stages)
+{
+    bora_config *tw = bora_cfg_child(data, "train_weights");
+    size_t n = configs->n, S = !tw                          ? 0
+                               : tw->kind == BORA_NODE_MAP  ? (tw->n > 0)
+                               : tw->kind == BORA_NODE_LIST ? tw->n
+                                                            : 0;
+    if (!S)
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "data.train_weights: give the datasets' weights, {NAME: weight} or "
+                              "[[STEP, {NAME: weight}], ...], for data.configs");
+    *steps = calloc(S, sizeof **steps);
+    *weights = calloc(S * n, sizeof **weights);
+    *n_stages = S;
+    if (!*steps || !*weights)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    for (size_t s = 0; s < S; s++) {
+        bora_config *map = tw;
+        if (tw->kind == BORA_NODE_LIST) {
+            bora_config *e = bora_cfg_at(tw, s), *at = e ? bora_cfg_at(e, 0) : NULL;
+            map = e ? bora_cfg_at(e, 1) : NULL;
+            if (!e || e->kind != BORA_NODE_LIST || e->n != 2 || at->kind != BORA_NODE_SCALAR ||
+                bora_parse_int(at->text, &(*steps)[s]) || !map || map->kind != BORA_NODE_MAP)
+                return bora_error_set(BORA_ERR_CONFIG,
+                                      "data.train_weights: stage %zu is not [STEP, {NAME: weight}]",
+                                      s + 1);
+        }
+        for (size_t i = 0; i < map->n; i++) {
+            size_t d = 0;
+            while (d < n && strcmp(configs->keys[d], map->keys[i]))
+                d++;
+            bora_config *v = map->values[i];
+            double w = 0;
+            if (d == n)
+                return bora_error_set(BORA_ERR_CONFIG,
+                                      "data.train_weights: '%s' is not a dataset of data.configs",
+                                      map->keys[i]);
+            if (v->kind != BORA_NODE_SCALAR || bora_parse_float(v->text, &w))
+                return bora_error_set(BORA_ERR_CONFIG,
+                                      "data.train_weights: the weight of '%s' is not a number",
+                                      map->keys[i]);
+            (*weights)[s * n + d] = w;
+        }
+    }
+    return BORA_OK;
+}
+
+/* The training loader of a mixture (data.configs with data.train_weights). */
+static bora_status open_mixture(trainer *t, bora_config *root)
+{
+    bora_config *data = bora_cfg_child(root, "data");
+    bora_config *configs = bora_cfg_child(data, "configs"),
+                *tu = bora_cfg_child(data, "train_urls");
+    if (tu && ((tu->kind == BORA_NODE_LIST && tu->n) || tu->kind == BORA_NODE_SCALAR))
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "data: give train_urls or configs (a mixture), not both");
+    size_t n = configs->n;
+    bora_loader_opts *parts = calloc(n, sizeof *parts);
+    const char ***lists = calloc(n, sizeof *lists);
+    const char **names = calloc(n, sizeof *names);
+    data_names *dn = calloc(n, sizeof *dn);
+    int64_t *steps = NULL, block = 2048;
+    double *weights = NULL;
+    size_t n_stages = 0;
+    bora_status st =
+        parts && lists && names && dn ? BORA_OK : bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    for (size_t d = 0; d < n && st == BORA_OK; d++) {
+        names[d] = configs->keys[d];
+        st = data_opts(t, root, "train_urls", (long)d, &parts[d], &lists[d], &dn[d]);
+        if (st == BORA_OK && !parts[d].n_urls)
+            st = bora_error_set(BORA_ERR_CONFIG, "data.configs.%s: no train_urls", names[d]);
+    }
+    bora_cfg_int(data, "mixture_block_size", 2048, &block);
+    if (st == BORA_OK)
+        st = mixture_weights(data, configs, &steps, &weights, &n_stages);
+    if (st == BORA_OK) {
+        bora_mixture_opts m = {n_stages, steps, weights, block, t->batch, !t->eval_only};
+        st = bora_loader_open_mixture(parts, names, n, &m, &t->loader);
+    }
+    if (st == BORA_OK) {
+        int64_t *c = calloc(n, sizeof *c);
+        for (size_t s = 0; c && s < n_stages; s++) {
+            bora_loader_mixture_counts(t->loader, s, c);
+            printf("data: mixture from step %lld, per block of %lld rows:", (long long)steps[s],
+                   (long long)block);
+            for (size_t d = 0; d < n; d++)
+                printf(" %s %lld%s", names[d], (long long)c[d], d + 1 < n ? "," : "\n");
+        }
+        free(c);
+    }
+    for (size_t d = 0; lists && d < n; d++)
+        free(lists[d]);
+    free(parts), free(lists), free(names), free(dn), free(steps), free(weights);
+    return st;
+}
+
 static bora_status open_data(trainer *t, bora_config *root)
 {
-    if (!t->eval_only && open_loader(t, root, "train_urls", 1, &t->loader) != BORA_OK)
-        return BORA_ERR_INVALID;
-    if (t->eval && open_loader(t, root, "validation_urls", 0, &t->val) != BORA_OK)
-        return BORA_ERR_INVALID;
-    return BORA_OK;
+    bora_status st = BORA_OK;
+    int64_t held_out = 0;
+    bora_cfg_int(bora_cfg_child(root, "data"), "validation_windows", 0, &held_out);
+    int carve = held_out > 0 && !t->has_val_urls;
+    if (!t->eval_only || carve)
+        st = n_configs(root) ? open_mixture(t, root)
+                             : open_loader(t, root, "train_urls", &t->loader);
+    if (st == BORA_OK && t->eval)
+        st = carve ? bora_loader_carve(t->loader, held_out, &t->val)
+                   : open_loader(t, root, "validation_urls", &t->val);
+    return st == BORA_OK ? BORA_OK : BORA_ERR_INVALID;
 }
 
 /* The git commit of the working directory, if it is a repository: {"commit", "dirty"} or null. */
@@ -1266,13 +1429,13 @@ static const char *si(double v, char *buf, size_t cap)
 }
 
 /* Build one source list's cache, showing progress; 0 when it is complete. */
-static int cache_one(trainer *t, bora_config *root, const char *key, int live)
+static int cache_one(trainer *t, bora_config *root, const char *key, long part, int live)
 {
     bora_loader_opts lo;
     const char **list;
     data_names names;
     bora_cache *c = NULL;
-    bora_status st = data_opts(t, root, key, !strcmp(key, "train_urls"), &lo, &list, &names);
+    bora_status st = data_opts(t, root, key, part, &lo, &list, &names);
     if (st == BORA_OK) {
         bora_cache_opts co;
         bora_loader_cache_opts(&lo, &co);
@@ -1337,9 +1500,13 @@ int bora_cache_build(bora_cfg *cfg, bora_registry *reg, int64_t workers, int reb
     if (!configure(&t, root))
         goto out;
     int live = isatty(STDOUT_FILENO) && !getenv("BORA_NO_PROGRESS");
-    if (!cache_one(&t, root, "train_urls", live))
+    size_t parts = n_configs(root);
+    if (!parts && !cache_one(&t, root, "train_urls", -1, live))
         goto out;
-    if (t.has_val && !cache_one(&t, root, "validation_urls", live))
+    for (size_t d = 0; d < parts; d++)
+        if (!cache_one(&t, root, "train_urls", (long)d, live))
+            goto out;
+    if (t.has_val_urls && !cache_one(&t, root, "validation_urls", -1, live))
         goto out;
     rc = 0;
 out:

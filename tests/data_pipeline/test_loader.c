@@ -2,7 +2,9 @@
  * (blank-line blocks) and a .jsonl, each closed by the end-of-text token, cut into seq_len
  * windows with targets one token later, -100 after an end-of-text, and segment ids; batches
  * wrap around; the shuffled order is a permutation of the windows, a pure function of the
- * seed; and the keyed permutation is a bijection for many sizes.
+ * seed; a prefetching loader gives the same batches; windows held out for validation; a
+ * mixture's exact proportions per block and stages; and the keyed permutation is a bijection
+ * for many sizes.
  *
  * usage: test_loader BYTES_TOKENIZER WORK_DIR */
 #include "../test.h"
@@ -16,6 +18,14 @@ static void write_file(const char *path, const char *text)
         fputs(text, f);
         fclose(f);
     }
+}
+
+static int has_token(const int32_t *row, int n, int32_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (row[i] == id)
+            return 1;
+    return 0;
 }
 
 /* Open a loader and wait for its whole cache: the status of the two. */
@@ -166,6 +176,132 @@ int main(int argc, char **argv)
     }
     bora_loader_free(l);
     bora_loader_free(l2);
+
+    /* A prefetching loader gives the batches of one that is not, in order and after a jump. */
+    o.prefetch = 1;
+    CHECK(bora_loader_open(&o, &l) == BORA_OK);
+    o.prefetch = 0;
+    CHECK(bora_loader_open(&o, &l2) == BORA_OK);
+    if (l && l2) {
+        int same = 1;
+        int32_t a[10 * 8], b2[10 * 8], t2[10 * 8], s2[10 * 8], t3[10 * 8], s3[10 * 8];
+        int64_t c2 = 0;
+        const int64_t ks[] = {0, 1, 2, 3, 700, 701, 5, 6, 6, 7};
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+            CHECK(bora_loader_rows(l, ks[i], 10, 0, 10, a, t2, s2, &count) == BORA_OK);
+            CHECK(bora_loader_rows(l2, ks[i], 10, 0, 10, b2, t3, s3, &c2) == BORA_OK);
+            same &= !memcmp(a, b2, sizeof a) && !memcmp(t2, t3, sizeof t2) &&
+                    !memcmp(s2, s3, sizeof s2) && count == c2;
+        }
+        CHECK(same);
+    }
+    bora_loader_free(l);
+    bora_loader_free(l2);
+
+    /* Held out: validation is windows 0..99 of the unshuffled stream, training the rest. */
+    o.shuffle = 0;
+    o.skip_windows = 100;
+    CHECK(bora_loader_open(&o, &l) == BORA_OK);
+    bora_loader *val = NULL;
+    CHECK(l && bora_loader_carve(l, 100, &val) == BORA_OK);
+    if (l && val) {
+        CHECK(bora_loader_windows(l) == 400 && bora_loader_windows(val) == 100);
+        int32_t a[8], t2[8], s2[8];
+        int ok = 1;
+        for (int64_t k = 0; k < 500; k++) {
+            CHECK(bora_loader_rows(l, k, 1, 0, 1, a, t2, s2, &count) == BORA_OK);
+            ok &= (a[0] - 'a' + 26) % 26 == ((100 + k % 400) * 8) % 26;
+            if (k < 100) {
+                CHECK(bora_loader_rows(val, k, 1, 0, 1, a, t2, s2, &count) == BORA_OK);
+                ok &= (a[0] - 'a' + 26) % 26 == (k * 8) % 26;
+            }
+        }
+        CHECK(ok);
+        bora_loader *none = NULL;
+        CHECK(bora_loader_carve(l, 600, &none) == BORA_ERR_INVALID);
+        CHECK_CONTAINS(bora_error_get(), "only 500 windows");
+    }
+    bora_loader_free(val);
+    bora_loader_free(l);
+    o.skip_windows = 0;
+
+    /* A mixture of two datasets, 0.7 and 0.3 in blocks of 20 rows, then only the second from
+     * step 4 (row 40): exactly 14 and 6 rows of each block, every dataset's windows taken in
+     * its own order, each once, and batch 7 read directly equals batch 7 read in turn. */
+    char mix_a[1024], mix_b[1024], text[8000];
+    snprintf(mix_a, sizeof mix_a, "%s/mix_a.txt", argv[2]);
+    snprintf(mix_b, sizeof mix_b, "%s/mix_b.txt", argv[2]);
+    for (int part = 0; part < 2; part++) {
+        size_t at = 0;
+        for (int i = 0; i < 1000; i++)
+            at += (size_t)snprintf(text + at, sizeof text - at, "%c%05d ", part ? 'b' : 'a', i);
+        write_file(part ? mix_b : mix_a, text);
+    }
+    const char *ua[] = {mix_a}, *ub[] = {mix_b}, *names[] = {"a", "b"};
+    bora_loader_opts parts[2] = {o, o};
+    parts[0].urls = ua, parts[0].n_urls = 1;
+    parts[1].urls = ub, parts[1].n_urls = 1;
+    const int64_t steps[] = {0, 4};
+    const double weights[] = {0.7, 0.3, 0, 1};
+    bora_mixture_opts m = {2, steps, weights, 20, 10, 1};
+    bora_loader *mix = NULL, *only[2] = {NULL, NULL};
+    CHECK(bora_loader_open_mixture(parts, names, 2, &m, &mix) == BORA_OK);
+    CHECK(bora_loader_open(&parts[0], &only[0]) == BORA_OK);
+    CHECK(bora_loader_open(&parts[1], &only[1]) == BORA_OK);
+    if (mix && only[0] && only[1]) {
+        int64_t c[2] = {0, 0};
+        CHECK(bora_loader_mixture_counts(mix, 0, c) == 20 && c[0] == 14 && c[1] == 6);
+        /* every row of steps 0..9, sorted by dataset: dataset d's rows must be its windows
+         * base..base+n, in some order */
+        static int32_t rows[100][8];
+        int32_t t2[10 * 8], s2[10 * 8];
+        for (int64_t k = 0; k < 10; k++)
+            CHECK(bora_loader_rows(mix, k, 10, 0, 10, rows[k * 10], t2, s2, &count) == BORA_OK);
+        int exact = 1, windows_ok = 1;
+        for (int blk = 0; blk < 5; blk++) {
+            int na = 0;
+            for (int r = blk * 20; r < blk * 20 + 20; r++)
+                na += has_token(rows[r], 8, 'a');
+            exact &= na == (blk < 2 ? 14 : 0);
+        }
+        /* dataset a: its windows 0..27 in stage 0; b: 0..11 there, 12..71 in stage 1 */
+        for (int d = 0; d < 2; d++) {
+            int64_t want = d ? 72 : 28;
+            unsigned char *used = calloc((size_t)want, 1);
+            for (int r = 0; used && r < 100; r++) {
+                if (has_token(rows[r], 8, 'a') != (d == 0))
+                    continue;
+                int found = 0;
+                for (int64_t j = 0; j < want && !found; j++) {
+                    int32_t w8[8], tt[8], ss[8];
+                    CHECK(bora_loader_rows(only[d], j, 1, 0, 1, w8, tt, ss, &count) == BORA_OK);
+                    if (!used[j] && !memcmp(w8, rows[r], sizeof w8))
+                        used[j] = 1, found = 1;
+                }
+                windows_ok &= found;
+            }
+            for (int64_t j = 0; used && j < want; j++)
+                windows_ok &= used[j];
+            free(used);
+        }
+        CHECK(exact);
+        CHECK(windows_ok);
+        bora_loader *again = NULL;
+        m.prefetch = 0;
+        CHECK(bora_loader_open_mixture(parts, names, 2, &m, &again) == BORA_OK);
+        int32_t direct[10 * 8];
+        CHECK(again && bora_loader_rows(again, 7, 10, 0, 10, direct, t2, s2, &count) == BORA_OK);
+        CHECK(!memcmp(direct, rows[70], sizeof direct));
+        bora_loader_free(again);
+        /* a stage whose first row is not on a block boundary is refused */
+        const int64_t bad_steps[] = {0, 3};
+        bora_mixture_opts bad = {2, bad_steps, weights, 20, 10, 0};
+        CHECK(bora_loader_open_mixture(parts, names, 2, &bad, &again) == BORA_ERR_CONFIG);
+        CHECK_CONTAINS(bora_error_get(), "starts at row 30, not a multiple of");
+    }
+    bora_loader_free(mix);
+    bora_loader_free(only[0]);
+    bora_loader_free(only[1]);
 
     /* The permutation is a bijection, and another seed gives another order. */
     const uint64_t sizes[] = {1, 2, 3, 7, 64, 65, 1000, 12345, 65536};
