@@ -131,5 +131,52 @@ head -c 200 c2/shard-00001.bin > c1/shard-00007.bin
 out=$(b cache run.yaml --data.cache_dir=c1 2>&1) && fail "a truncated shard was taken"
 has "$out" "does not match its header (truncated?)"
 
+# 7. a mixture of two datasets (files 0-23 and 24-47), 3:1 in blocks of 8 rows (two steps),
+# then only the second from step 4; bora cache builds each dataset's cache; a typo in a
+# dataset's keys is named with its line and the key meant
+cat > mix.yaml <<YAML
+model: {type: gpt2, seq_len: 32, hidden_dim: 16, num_layers: 1, num_heads: 2}
+optimizer: {type: adamw, learning_rate: 1e-2}
+data:
+  configs:
+    early: {train_urls: ["$work/src/part{00..23}.*"]}
+    late: {train_urls: ["$work/src/part{24..47}.*"]}
+  train_weights: [[0, {early: 3, late: 1}], [4, {late: 1}]]
+  mixture_block_size: 8
+  cache_dir: $work/mixcache
+  tokenizer: $tok
+trainer:
+  num_train_steps: 6
+  train_batch_size: 4
+  num_threads: 1
+  tracker: []
+  checkpointer: {base_path: $work/ckpt}
+YAML
+out=$(b cache mix.yaml 2>&1) || fail "cache of a mixture: $out"
+has "$out" "cache data.configs.early.train_urls: 24 files"
+has "$out" "cache data.configs.late.train_urls: 24 files"
+[ -f mixcache/early/ledger.json ] && [ -f mixcache/late/ledger.json ] ||
+    fail "no cache per dataset under cache_dir"
+out=$(b train mix.yaml --trainer.id=mix 2>&1) || fail "train on a mixture: $out"
+has "$out" "data: mixture from step 0, per block of 8 rows: early 6, late 2"
+has "$out" "data: mixture from step 4, per block of 8 rows: early 0, late 8"
+has "$out" "trained 6 steps"
+out=$(b train mix.yaml --trainer.id=mix2 --data.train_weights="[[0, {early: 1}], [3, {late: 1}]]" 2>&1) &&
+    fail "a stage off a block boundary was taken"
+has "$out" "the stage at step 3 starts at row 12, not a multiple of data.mixture_block_size 8"
+out=$(b train mix.yaml --trainer.id=mix3 --data.train_weights="{early: 1, erly: 2}" 2>&1) &&
+    fail "a weight for an unknown dataset was taken"
+has "$out" "data.train_weights: 'erly' is not a dataset of data.configs"
+sed 's/late: {train_urls/late: {train_url/' mix.yaml > typo.yaml
+out=$(b train typo.yaml 2>&1) && fail "a typo in data.configs was taken"
+has "$out" "typo.yaml:6:12: "
+has "$out" "unknown key 'train_url' in data.configs.late; did you mean 'train_urls'?"
+
+# 8. validation held out of train_urls: eval runs on it, training reads the rest
+out=$(b train run.yaml --data.cache_dir=c2 --trainer.id=held --data.validation_windows=64 \
+    --trainer.steps_per_eval=4 2>&1) || fail "train with validation_windows: $out"
+has "$out" "eval every 4 steps and at the end on 64 validation sequences"
+has "$out" "eval at step 8: loss"
+
 [ $fails -eq 0 ] && echo "test_cache: all checks passed" || echo "test_cache: $fails failures"
 [ $fails -eq 0 ]
