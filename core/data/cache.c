@@ -589,14 +589,23 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
     for (size_t i = 0; i < files.n && st == BORA_OK; i++) {
         shard *sh = &c->shards[c->n++];
         char real[PATH_MAX], base[4096];
-        sh->path = bora_strdup(realpath(files.v[i], real) ? real : files.v[i]);
+        int url = bora_source_is_url(files.v[i]);
+        sh->path = bora_strdup(!url && realpath(files.v[i], real) ? real : files.v[i]);
         struct stat stt;
-        if (!sh->path || stat(sh->path, &stt) != 0) {
-            st = bora_error_set(BORA_ERR_IO, "%s: %s", files.v[i], strerror(errno));
+        if (!sh->path) {
+            st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
             break;
         }
-        sh->size = (uint64_t)stt.st_size;
-        sh->mtime_ns = (int64_t)stt.st_mtim.tv_sec * 1000000000 + stt.st_mtim.tv_nsec;
+        if (url) {
+            if ((st = bora_http_stat(sh->path, &sh->size, &sh->mtime_ns)) != BORA_OK)
+                break;
+        } else if (stat(sh->path, &stt) != 0) {
+            st = bora_error_set(BORA_ERR_IO, "%s: %s", files.v[i], strerror(errno));
+            break;
+        } else {
+            sh->size = (uint64_t)stt.st_size;
+            sh->mtime_ns = (int64_t)stt.st_mtim.tv_sec * 1000000000 + stt.st_mtim.tv_nsec;
+        }
         bora_source_base_name(sh->path, base, sizeof base);
         sh->jsonl = ends_with(base, ".jsonl") || ends_with(base, ".json");
         if (!sh->jsonl && !ends_with(base, ".txt"))

@@ -121,6 +121,10 @@ bora_status bora_source_expand(const char *pattern, bora_paths *out)
     bora_paths names = {0};
     bora_status st = expand_braces(pattern, &names, pattern);
     for (size_t i = 0; i < names.n && st == BORA_OK; i++) {
+        if (bora_source_is_url(names.v[i])) {
+            st = push(out, names.v[i]);
+            continue;
+        }
         glob_t g;
         int rc = glob(names.v[i], 0, NULL, &g);
         if (rc == GLOB_NOMATCH)
@@ -275,7 +279,8 @@ bora_status bora_source_read(const char *path, char **data, size_t *len)
 {
     char *raw = NULL;
     size_t n = 0;
-    bora_status st = bora_read_file(path, SIZE_MAX, &raw, &n);
+    bora_status st = bora_source_is_url(path) ? bora_http_get(path, &raw, &n)
+                                              : bora_read_file(path, SIZE_MAX, &raw, &n);
     if (st != BORA_OK)
         return st;
     const unsigned char *u = (const unsigned char *)raw;
