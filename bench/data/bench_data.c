@@ -23,7 +23,7 @@ static int cache_mode(bora_tokenizer *tok, const char *dir, int workers, char **
     if (system(cmd) != 0)
         return 1;
     bora_cache_opts o = {
-        (const char *const *)files, (size_t)n, "text", tok, dir, workers, 0, 0, "bench"};
+        (const char *const *)files, (size_t)n, "text", tok, dir, workers, 0, 0, "bench", 0};
     double t0 = bora_now_s();
     bora_cache *c;
     int64_t ready = 0;

@@ -56,6 +56,9 @@ static const bora_key data_keys[] = {
     {"tokenizer", BORA_KEY_STRING, 0, "\"\"",
      "a tokenizer.json, or a folder holding one (or vocab.json and merges.txt)"},
     {"text_key", BORA_KEY_STRING, 0, "text", "the field of each .jsonl record that holds text"},
+    {"txt_documents", BORA_KEY_STRING, 0, "blocks",
+     "what a .txt file holds: blocks (documents separated by blank lines) or file (the whole "
+     "file is one document)"},
     {"shuffle", BORA_KEY_STRING, 0, "false",
      "false: the seq_len windows in file order; true: all of them permuted, keyed by "
      "trainer.seed (waits for the whole token cache); N: permuted within eras of N windows "

@@ -47,6 +47,7 @@ struct bora_cache {
     char dir[4096];
     bora_tokenizer *tok;
     const char *text_key, *what;
+    int txt_whole; /* a .txt file is one document */
     int32_t eos;
     int width; /* bytes per token in the shards */
     uint64_t key, tok_hash;
@@ -55,7 +56,7 @@ struct bora_cache {
     size_t n, prefix, done_count, reused, next;
     int64_t prefix_tokens, prefix_records, prefix_bad, docs_done, tokens_done;
     uint64_t bytes_done, bytes_total;
-    int complete;
+    int complete, cancelled;
     bora_status error;
     char message[1024];
     atomic_int stop, named;
@@ -274,7 +275,7 @@ static bora_status build_shard(bora_cache *c, size_t i, shard *out)
     stream s = {.c = c};
     bora_record_fns fns = {add_doc, bad_record, &s};
     st = src->jsonl ? bora_records_jsonl(src->path, data, len, c->text_key, &fns)
-                    : bora_records_txt(src->path, data, len, &fns);
+                    : bora_records_txt(src->path, data, len, c->txt_whole, &fns);
     free(data);
     if (st == BORA_OK)
         st = write_shard(c, i, &s);
@@ -330,6 +331,8 @@ static json_object *identity_json(const bora_cache *c)
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->tok_hash);
     json_object_object_add(o, "tokenizer", json_object_new_string(hex));
     json_object_object_add(o, "text_key", json_object_new_string(c->text_key));
+    if (c->txt_whole)
+        json_object_object_add(o, "txt_documents", json_object_new_string("file"));
     json_object_object_add(o, "sources", sources_json(c));
     return o;
 }
@@ -564,6 +567,7 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
     c->lock_fd = -1;
     c->tok = o->tok;
     c->text_key = o->text_key ? o->text_key : "text";
+    c->txt_whole = o->txt_whole;
     c->what = o->what ? o->what : "data.train_urls";
     c->max_bad = o->max_bad_fraction;
     c->eos = bora_eos_id(o->tok);
@@ -586,6 +590,8 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
     uint64_t key = bora_fnv1a(BORA_FNV_SEED, "bora-token-cache-1", 18);
     key = bora_fnv1a(key, &c->tok_hash, sizeof c->tok_hash);
     key = bora_fnv1a(key, c->text_key, strlen(c->text_key) + 1);
+    if (c->txt_whole)
+        key = bora_fnv1a(key, "txt_documents: file", 19);
     for (size_t i = 0; i < files.n && st == BORA_OK; i++) {
         shard *sh = &c->shards[c->n++];
         char real[PATH_MAX], base[4096];
@@ -724,14 +730,25 @@ void bora_cache_free(bora_cache *c)
 
 /* ---- reading ------------------------------------------------------------------------------- */
 
+void bora_cache_cancel(bora_cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->cancelled = 1;
+    atomic_store(&c->stop, 1);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
 bora_status bora_cache_wait(bora_cache *c, int64_t tokens, int64_t *ready, int *done)
 {
     pthread_mutex_lock(&c->mu);
-    while (!c->error && !c->complete && c->prefix_tokens < tokens)
+    while (!c->error && !c->complete && !c->cancelled && c->prefix_tokens < tokens)
         pthread_cond_wait(&c->cv, &c->mu);
     bora_status st = c->error;
     if (st)
         bora_error_set(st, "%s", c->message);
+    else if (c->cancelled && !c->complete && c->prefix_tokens < tokens)
+        st = bora_error_set(BORA_ERR_IO, "data: the token cache is being closed");
     *ready = c->prefix_tokens;
     *done = c->complete;
     pthread_mutex_unlock(&c->mu);

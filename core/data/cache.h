@@ -36,6 +36,7 @@ typedef struct bora_cache_opts {
     int rebuild;          /* empty a directory made for other sources or another tokenizer */
     double max_bad_fraction;
     const char *what; /* the setting the sources came from, for messages */
+    int txt_whole;    /* a .txt file is one document (else its blank-line-separated blocks) */
 } bora_cache_opts;
 
 /* Expand the sources, take or make the directory and start the workers for missing shards. */
@@ -47,6 +48,9 @@ void bora_cache_free(bora_cache *c);
  * *ready gets the tokens of the finished prefix and *done whether it is complete. An error of
  * the build (a bad file, too many bad records) is returned here. */
 bora_status bora_cache_wait(bora_cache *c, int64_t tokens, int64_t *ready, int *done);
+/* Stop the workers and wake every waiter, which returns an error unless its tokens are ready:
+ * for closing a cache another thread may be waiting on. */
+void bora_cache_cancel(bora_cache *c);
 /* Copy tokens [at, at + n) of the joined stream (they must be ready) as i32. */
 void bora_cache_read(bora_cache *c, int64_t at, int64_t n, int32_t *dst);
 

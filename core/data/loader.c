@@ -94,8 +94,8 @@ static bora_status finish(bora_loader *l)
 
 void bora_loader_cache_opts(const bora_loader_opts *o, bora_cache_opts *co)
 {
-    *co = (bora_cache_opts){o->urls,    o->n_urls,  o->text_key,         o->tok, o->cache_dir,
-                            o->workers, o->rebuild, o->max_bad_fraction, o->what};
+    *co = (bora_cache_opts){o->urls,    o->n_urls,  o->text_key,         o->tok,  o->cache_dir,
+                            o->workers, o->rebuild, o->max_bad_fraction, o->what, o->txt_whole};
 }
 
 bora_status bora_loader_open(const bora_loader_opts *o, bora_loader **out)
@@ -164,11 +164,21 @@ bora_status bora_loader_open(const bora_loader_opts *o, bora_loader **out)
     return BORA_OK;
 }
 
+/* Wake whatever waits on l's caches (the prefetch thread, for a batch past the data so far). */
+static void cancel(bora_loader *l)
+{
+    if (l->cache)
+        bora_cache_cancel(l->cache);
+    for (size_t i = 0; i < l->n_parts; i++)
+        cancel(l->parts[i]);
+}
+
 void bora_loader_free(bora_loader *l)
 {
     if (!l)
         return;
     if (l->prefetch) {
+        cancel(l);
         pthread_mutex_lock(&l->pf_mu);
         l->pf_stop = 1;
         pthread_cond_broadcast(&l->pf_cv);

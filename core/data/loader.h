@@ -43,6 +43,7 @@ typedef struct bora_loader_opts {
     int rebuild;             /* rebuild a cache made for other sources or another tokenizer */
     int64_t skip_windows;    /* the first windows are held out (bora_loader_carve) */
     int prefetch;            /* a thread fetches batch k + 1 while batch k trains */
+    int txt_whole;           /* a .txt file is one document */
 } bora_loader_opts;
 
 /* A mixture of datasets: row i of the joined batches (k * batch_size + r) falls in block

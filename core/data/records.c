@@ -110,9 +110,26 @@ bora_status bora_records_jsonl(const char *path, const char *data, size_t len, c
     return st;
 }
 
-bora_status bora_records_txt(const char *path, const char *data, size_t len,
+bora_status bora_records_txt(const char *path, const char *data, size_t len, int whole,
                              const bora_record_fns *f)
 {
+    if (whole) {
+        size_t end = len, bad_at = 0;
+        while (end > 0 && (data[end - 1] == '\n' || data[end - 1] == '\r'))
+            end--;
+        size_t a = 0;
+        while (a < end && strchr(" \t\r\n", data[a]))
+            a++;
+        if (a == end)
+            return BORA_OK;
+        if (!bora_utf8_valid((const unsigned char *)data, end, &bad_at)) {
+            size_t bad_line = 1;
+            for (size_t i = 0; i < bad_at; i++)
+                bad_line += data[i] == '\n';
+            return bad(f, "%s:%zu: invalid UTF-8 (the file is one document)", path, bad_line);
+        }
+        return f->doc(f->ctx, path, 1, data, end);
+    }
     size_t line = 0, start = 0, start_line = 1;
     int in_doc = 0;
     for (size_t at = 0; at <= len;) {

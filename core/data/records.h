@@ -1,7 +1,8 @@
 /* core/data/records.h — the documents in a source file's bytes.
  *
  * .jsonl: one JSON object per line, the document in a string field (data.text_key); blank lines
- * are skipped. .txt: blocks of text separated by one or more blank lines, each a document. A
+ * are skipped. .txt: blocks of text separated by one or more blank lines, each a document, or
+ * (whole) the file, less trailing line ends, as one document (none if it is blank). A
  * record that cannot be a document (invalid JSON, text after the object, no such field, a field
  * that is not a string, invalid UTF-8) goes to bad() with a message naming the file and line;
  * every other record goes to doc(), as valid UTF-8. A callback's error stops the reading and is
@@ -20,7 +21,7 @@ typedef struct bora_record_fns {
 
 bora_status bora_records_jsonl(const char *path, const char *data, size_t len, const char *key,
                                const bora_record_fns *f);
-bora_status bora_records_txt(const char *path, const char *data, size_t len,
+bora_status bora_records_txt(const char *path, const char *data, size_t len, int whole,
                              const bora_record_fns *f);
 
 /* Whether p[0..n) is well-formed UTF-8 (no overlong forms, surrogates or values past

@@ -692,7 +692,13 @@ static bora_status data_opts(trainer *t, bora_config *root, const char *key, lon
         if (own && *own)
             text_key = own;
     }
-    const char *shuffle_s = "false", *cache_dir = "";
+    const char *shuffle_s = "false", *cache_dir = "", *txt_docs = "blocks";
+    bora_cfg_string(data, "txt_documents", "blocks", &txt_docs);
+    if (strcmp(txt_docs, "blocks") && strcmp(txt_docs, "file")) {
+        free(l);
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "data.txt_documents: '%s' is neither blocks nor file", txt_docs);
+    }
     int64_t shuffle = 0, workers = 0, held_out = 0;
     int rebuild = 0;
     double max_bad = 0;
@@ -732,7 +738,8 @@ static bora_status data_opts(trainer *t, bora_config *root, const char *key, lon
                             .workers = (int)(t->cache_workers ? t->cache_workers : workers),
                             .rebuild = t->cache_rebuild || rebuild,
                             .skip_windows = train && !t->has_val_urls ? held_out : 0,
-                            .prefetch = train && !t->eval_only};
+                            .prefetch = train && !t->eval_only,
+                            .txt_whole = !strcmp(txt_docs, "file")};
     *list = l;
     return BORA_OK;
 }

@@ -96,6 +96,21 @@ int main(int argc, char **argv)
     CHECK(bora_loader_rows(l, 0, 3, 2, 2, ids, tg, sg, &count) == BORA_ERR_INVALID);
     bora_loader_free(l);
 
+    /* data.txt_documents: file — the .txt is one document, blank lines and all, so the stream
+     * is "ab\nc\n\n\n  \nde" EOS f g h EOS (17 tokens), in a cache of its own. */
+    o.txt_whole = 1;
+    CHECK(bora_loader_open(&o, &l) == BORA_OK);
+    if (l) {
+        CHECK(bora_loader_tokens(l) == 17);
+        CHECK(bora_loader_rows(l, 0, 3, 0, 3, ids, tg, sg, &count) == BORA_OK);
+        const int32_t whole[] = {'a', 'b', '\n', 'c', '\n', '\n', '\n', ' ', ' ', '\n', 'd', 'e'};
+        CHECK(!memcmp(ids, whole, sizeof whole));
+        CHECK(tg[11] == E && sg[11] == 0);
+        CHECK(strstr(bora_loader_cache_dir(l), "/tokens/") != NULL);
+    }
+    bora_loader_free(l);
+    o.txt_whole = 0;
+
     /* A jsonl line that is not an object with a string field is refused with file and line:
      * when the cache is complete, which may be after the loader opened on the first window. */
     write_file(jsonl, "{\"text\": \"ok\"}\n{\"text\": 5}\n");

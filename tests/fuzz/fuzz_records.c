@@ -1,6 +1,7 @@
 /* tests/fuzz/fuzz_records.c — libFuzzer target for the source record readers (records.h).
  *
- * The first byte picks the reader (even: .jsonl with the field "text", odd: .txt) and the rest
+ * The first byte picks the reader (even: .jsonl with the field "text", odd: .txt, as blocks or,
+ * with bit 1 set, as one document) and the rest
  * is a file's bytes. Every document handed on must be well-formed UTF-8 lying inside a JSON
  * string's decoding or the input itself, every bad record must come with a message that names
  * the file and a line, and a .txt document never holds a blank line. Anything else aborts.
@@ -16,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 typedef struct seen {
     const char *data;
     size_t size;
-    int txt;
+    int txt, whole;
     size_t docs, bad, last_line;
 } seen;
 
@@ -32,7 +33,7 @@ static bora_status on_doc(void *ctx, const char *path, size_t line, const char *
         /* a slice of the input, not empty, with no blank line inside */
         if (text < s->data || text + len > s->data + s->size || len == 0)
             abort();
-        for (size_t i = 0; i + 1 < len; i++)
+        for (size_t i = 0; !s->whole && i + 1 < len; i++)
             if (text[i] == '\n' && text[i + 1] == '\n')
                 abort();
     }
@@ -54,9 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    seen s = {(const char *)data + 1, size - 1, data[0] & 1, 0, 0, 0};
+    seen s = {(const char *)data + 1, size - 1, data[0] & 1, (data[0] & 2) != 0, 0, 0, 0};
     bora_record_fns f = {on_doc, on_bad, &s};
-    bora_status st = s.txt ? bora_records_txt("fuzz.in", s.data, s.size, &f)
+    bora_status st = s.txt ? bora_records_txt("fuzz.in", s.data, s.size, s.whole, &f)
                            : bora_records_jsonl("fuzz.in", s.data, s.size, "text", &f);
     if (st != BORA_OK)
         abort(); /* the callbacks never fail, so neither may the reader */
