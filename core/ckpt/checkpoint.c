@@ -255,9 +255,14 @@ bora_status bora_ckpt_list(const char *run_dir, int64_t **steps, size_t *n)
 
 bora_status bora_ckpt_remove(const char *run_dir, int64_t step)
 {
-    char path[4200];
+    /* Renamed away first, so that a process killed while deleting never leaves a half
+     * checkpoint under a step's name (the next listing removes the rest). */
+    char path[4200], old[4200];
     snprintf(path, sizeof path, "%s/step-%" PRId64, run_dir, step);
-    return rm_rf(path);
+    snprintf(old, sizeof old, "%s/.old-step-%" PRId64 "-%ld", run_dir, step, (long)getpid());
+    if (rename(path, old) != 0)
+        return bora_error_set(BORA_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    return rm_rf(old);
 }
 
 static void shape_text(char *buf, size_t cap, int ndim, const int64_t *dims)
