@@ -295,13 +295,17 @@ static void locate(const bora_loader *l, uint64_t i, size_t *part, uint64_t *j)
     *part = 0, *j = 0; /* not reached: the counts add up to the block */
 }
 
+static int64_t loader_seq_len(const bora_loader *l)
+{
+    return l->parts ? l->parts[0]->seq_len : l->seq_len;
+}
+
 /* Rows [row0, row0 + n) of batch k, computed here; counts[r] gets row r's loss tokens. */
 static bora_status fetch(bora_loader *l, int64_t k, int64_t batch_size, int64_t row0, int64_t n,
                          int32_t *input_ids, int32_t *targets, int32_t *segment_ids,
                          int64_t *counts)
 {
-    bora_loader *one = l->parts ? l->parts[0] : l;
-    int64_t L = one->seq_len;
+    int64_t L = loader_seq_len(l);
     int32_t *src = malloc(sizeof(int32_t) * (size_t)(L + 1));
     if (!src)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
@@ -321,11 +325,6 @@ static bora_status fetch(bora_loader *l, int64_t k, int64_t batch_size, int64_t 
     pthread_mutex_unlock(&l->fetch_mu);
     free(src);
     return st;
-}
-
-static int64_t loader_seq_len(const bora_loader *l)
-{
-    return l->parts ? l->parts[0]->seq_len : l->seq_len;
 }
 
 static void *prefetcher(void *arg)

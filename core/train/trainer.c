@@ -58,6 +58,7 @@ typedef struct trainer {
     bora_loader *loader, *val;
     int64_t steps_per_eval, max_eval_batches;
     int has_val, has_val_urls, eval_only;
+    int64_t held_out;       /* data.validation_windows, when there are no validation_urls */
     double wait_s;          /* the last step's wait for its batch */
     double flops_per_token; /* 6N + 12 L d T */
     double peak_gflops;     /* the backend's measured peak, 0 if unknown */
@@ -233,9 +234,10 @@ static bora_status read_settings(trainer *t, bora_config *root)
     for (size_t i = 0; cs && cs->kind == BORA_NODE_MAP && i < cs->n; i++)
         t->has_val_urls |= cs->values[i]->kind == BORA_NODE_MAP &&
                            has_urls(bora_cfg_child(cs->values[i], "validation_urls"));
-    int64_t held_out = 0;
-    bora_cfg_int(data, "validation_windows", 0, &held_out);
-    t->has_val = t->has_val_urls || held_out > 0;
+    bora_cfg_int(data, "validation_windows", 0, &t->held_out);
+    if (t->has_val_urls || t->held_out < 0)
+        t->held_out = 0;
+    t->has_val = t->has_val_urls || t->held_out > 0;
     if (t->steps_per_eval < 1)
         bora_cfg_error(cfg, bora_cfg_child(tr, "steps_per_eval"),
                        "trainer.steps_per_eval: must be 1 or more");
@@ -699,7 +701,7 @@ static bora_status data_opts(trainer *t, bora_config *root, const char *key, lon
         return bora_error_set(BORA_ERR_CONFIG,
                               "data.txt_documents: '%s' is neither blocks nor file", txt_docs);
     }
-    int64_t shuffle = 0, workers = 0, held_out = 0;
+    int64_t shuffle = 0, workers = 0;
     int rebuild = 0;
     double max_bad = 0;
     bora_cfg_string(data, "shuffle", "false", &shuffle_s);
@@ -707,7 +709,6 @@ static bora_status data_opts(trainer *t, bora_config *root, const char *key, lon
     bora_cfg_int(data, "cache_workers", 0, &workers);
     bora_cfg_bool(data, "cache_rebuild", 0, &rebuild);
     bora_cfg_float(data, "max_bad_fraction", 0, &max_bad);
-    bora_cfg_int(data, "validation_windows", 0, &held_out);
     if (!strcmp(shuffle_s, "true"))
         shuffle = 1;
     else if (strcmp(shuffle_s, "false") && (bora_parse_int(shuffle_s, &shuffle) || shuffle < 1)) {
@@ -737,7 +738,7 @@ static bora_status data_opts(trainer *t, bora_config *root, const char *key, lon
                             .cache_dir = *cache_dir ? names->dir : NULL,
                             .workers = (int)(t->cache_workers ? t->cache_workers : workers),
                             .rebuild = t->cache_rebuild || rebuild,
-                            .skip_windows = train && !t->has_val_urls ? held_out : 0,
+                            .skip_windows = train ? t->held_out : 0,
                             .prefetch = train && !t->eval_only,
                             .txt_whole = !strcmp(txt_docs, "file")};
     *list = l;
@@ -858,14 +859,12 @@ static bora_status open_mixture(trainer *t, bora_config *root)
 static bora_status open_data(trainer *t, bora_config *root)
 {
     bora_status st = BORA_OK;
-    int64_t held_out = 0;
-    bora_cfg_int(bora_cfg_child(root, "data"), "validation_windows", 0, &held_out);
-    int carve = held_out > 0 && !t->has_val_urls;
+    int carve = t->held_out > 0;
     if (!t->eval_only || carve)
         st = n_configs(root) ? open_mixture(t, root)
                              : open_loader(t, root, "train_urls", &t->loader);
     if (st == BORA_OK && t->eval)
-        st = carve ? bora_loader_carve(t->loader, held_out, &t->val)
+        st = carve ? bora_loader_carve(t->loader, t->held_out, &t->val)
                    : open_loader(t, root, "validation_urls", &t->val);
     return st == BORA_OK ? BORA_OK : BORA_ERR_INVALID;
 }
