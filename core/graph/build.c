@@ -1801,6 +1801,8 @@ void g_graph_free(g_graph *g)
 {
     if (!g)
         return;
+    g_profile_print(g);
+    free(g->prof_s);
     for (size_t i = 0; i < g->n_nodes; i++)
         free(g->nodes[i]);
     for (size_t i = 0; i < g->n_vals; i++)

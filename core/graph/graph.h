@@ -150,6 +150,8 @@ typedef struct g_graph {
     /* per-run report */
     uint64_t kernels_run, bytes_moved;
     uint64_t op_runs[BORA_OP_COUNT_]; /* kernels run per op id, since the graph was made */
+    double *prof_s;                   /* BORA_PROFILE: seconds per node, over prof_runs runs */
+    uint64_t prof_runs;
     struct g_mem *mem;
 } g_graph;
 
@@ -219,5 +221,7 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
 /* The number of elements of a value. */
 int64_t g_numel(const gval *v);
 const char *g_op_name(int op);
+/* With BORA_PROFILE set: print where this graph's runs spent their time (stderr). */
+void g_profile_print(g_graph *g);
 
 #endif

@@ -5,8 +5,10 @@
 
 #include "../util/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static size_t value_bytes(const gval *v)
 {
@@ -211,8 +213,77 @@ static void describe(g_graph *g, const gval *v, bora_tensor_desc *d)
     }
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* BORA_PROFILE=1: each node's time is added up, and g_profile_print reports them by op and by
+ * node (the heaviest first) when the graph is freed. */
+static int profile_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("BORA_PROFILE");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    return on;
+}
+
+static int by_time_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void g_profile_print(g_graph *g)
+{
+    if (!g->prof_s || !g->prof_runs)
+        return;
+    double by_op[BORA_OP_COUNT_ + 8] = {0}, total = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        int op = g->nodes[i]->op;
+        int k = op < BORA_OP_COUNT_ ? op : op == G_GRAD ? BORA_OP_COUNT_ : BORA_OP_COUNT_ + 1;
+        by_op[k] += g->prof_s[i];
+        total += g->prof_s[i];
+    }
+    double runs = (double)g->prof_runs;
+    fprintf(stderr, "profile: graph mode %d, %llu runs, %.2f ms per run in kernels\n", g->mode,
+            (unsigned long long)g->prof_runs, 1e3 * total / runs);
+    for (int k = 0; k < BORA_OP_COUNT_ + 2; k++)
+        if (by_op[k] > 0)
+            fprintf(stderr, "profile:   %-16s %9.2f ms %5.1f%%\n",
+                    k < BORA_OP_COUNT_    ? g_op_name(k)
+                    : k == BORA_OP_COUNT_ ? "grad+="
+                                          : "assign",
+                    1e3 * by_op[k] / runs, 100 * by_op[k] / total);
+    /* The heaviest nodes, with their output shapes. */
+    double(*top)[2] = malloc(g->n_nodes * sizeof *top);
+    if (!top)
+        return;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        top[i][0] = g->prof_s[i], top[i][1] = (double)i;
+    qsort(top, g->n_nodes, sizeof *top, by_time_desc);
+    for (size_t j = 0; j < g->n_nodes && j < 40 && top[j][0] > 0; j++) {
+        const gnode *n = g->nodes[(size_t)top[j][1]];
+        char d[256];
+        g_describe(n->out[0], d, sizeof d);
+        fprintf(stderr, "profile:   %8.3f ms  #%d %s %s\n", 1e3 * top[j][0] / runs, n->id,
+                n->op < BORA_OP_COUNT_ ? g_op_name(n->op)
+                : n->op == G_GRAD      ? "grad+="
+                                       : "assign",
+                d);
+    }
+    free(top);
+}
+
 bora_status g_run(g_graph *g)
 {
+    if (profile_on() && !g->prof_s && g->n_nodes)
+        g->prof_s = calloc(g->n_nodes, sizeof *g->prof_s);
+    double t0 = 0;
     if (!g->finalized || !g->store->param_ptr)
         return bora_error_set(BORA_ERR_INVALID, "graph run before it was finalized and the "
                                                 "store allocated");
@@ -239,7 +310,11 @@ bora_status g_run(g_graph *g)
         a.n_outputs = (uint32_t)n->nout;
         a.inputs = in;
         a.outputs = out;
+        if (g->prof_s)
+            t0 = now_s();
         bora_status st = n->kernel(g->store->backend, &a);
+        if (g->prof_s)
+            g->prof_s[i] += now_s() - t0;
         if (st != BORA_OK)
             return bora_error_set(st, "kernel '%s' failed: %s", g_op_name((int)a.op),
                                   bora_error_get());
@@ -253,6 +328,8 @@ bora_status g_run(g_graph *g)
             g->bytes_moved +=
                 (uint64_t)bora_tensor_desc_numel(&out[k]) * bora_dtype_size(out[k].dtype);
     }
+    if (g->prof_s)
+        g->prof_runs++;
     if (g->store->ops->synchronize)
         return g->store->ops->synchronize(g->store->backend);
     return BORA_OK;

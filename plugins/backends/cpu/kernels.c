@@ -233,6 +233,14 @@ static bora_status xent_grad_any_f32(bora_backend *b, const bora_kernel_args *a)
     return fast_xent_grad_f32(b, a) == 0 ? BORA_OK : xent_grad_f32(b, a);
 }
 
+static bora_status attention_any_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    int r = a->op == BORA_OP_ATTENTION ? fast_attention_f32(b, a) : fast_attention_grad_f32(b, a);
+    if (r == -1)
+        return a->op == BORA_OP_ATTENTION ? attention_f32(b, a) : attention_grad_f32(b, a);
+    return r == 0 ? BORA_OK : r == -2 ? BORA_ERR_NOMEM : BORA_ERR_DEVICE;
+}
+
 /* ---- the table ------------------------------------------------------------------------------- */
 
 bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint32_t n)
@@ -308,8 +316,13 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_XENT_GRAD: return f64 ? xent_grad_f64 : xent_grad_any_f32;
     case BORA_OP_GATHER: PICK(gather);
     case BORA_OP_SCATTER_ADD: PICK(scatter_add);
-    case BORA_OP_ATTENTION: PICK(attention);
-    case BORA_OP_ATTENTION_GRAD: PICK(attention_grad);
+    case BORA_OP_ATTENTION:
+    case BORA_OP_ATTENTION_GRAD:
+        if (f64)
+            return op == BORA_OP_ATTENTION ? attention_f64 : attention_grad_f64;
+        return getenv("BORA_CPU_REFERENCE_ATTENTION")
+                   ? (op == BORA_OP_ATTENTION ? attention_f32 : attention_grad_f32)
+                   : attention_any_f32;
     case BORA_OP_PAD: PICK(pad);
     case BORA_OP_CONCAT: PICK(concat);
     case BORA_OP_WRITE_SLICE: PICK(write_slice);

@@ -9,5 +9,8 @@ int fast_elementwise_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_xent_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target);
 int fast_xent_grad_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_sum_f32(bora_backend *b, const bora_kernel_args *a);
+/* attention.c: blocks of query rows on sgemm; -3 when oneDNN fails */
+int fast_attention_f32(bora_backend *b, const bora_kernel_args *a);
+int fast_attention_grad_f32(bora_backend *b, const bora_kernel_args *a);
 
 #endif
