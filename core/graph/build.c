@@ -1803,6 +1803,7 @@ void g_graph_free(g_graph *g)
         return;
     g_profile_print(g);
     free(g->prof_s);
+    g_fused_free_all(g);
     for (size_t i = 0; i < g->n_nodes; i++)
         free(g->nodes[i]);
     for (size_t i = 0; i < g->n_vals; i++)

@@ -80,7 +80,19 @@ struct gnode {
     bora_axis vparts[BORA_MAX_DIMS];
     int recompute; /* part of a recomputed block's clone */
     bora_kernel_fn kernel;
+    int fused; /* 1 + the fused group this node runs in, or 0 */
 };
+
+/* A fused group (fuse.c): n_segments runs of the same n_steps elementwise nodes. */
+typedef struct g_fused {
+    int head; /* the id of the first node: the group runs there */
+    int n_steps, n_segments, n_scratch;
+    gnode **nodes;           /* segment-major */
+    int64_t *count;          /* elements per segment */
+    bora_kernel_args *args;  /* filled at run time */
+    bora_tensor_desc *descs; /* BORA_FUSED_OPERANDS per step and segment */
+    int32_t *scratch;        /* per step and operand of a segment: a scratch tile or -1 */
+} g_fused;
 
 /* One parameter of the store. */
 typedef struct g_slot {
@@ -150,6 +162,9 @@ typedef struct g_graph {
     /* per-run report */
     uint64_t kernels_run, bytes_moved;
     uint64_t op_runs[BORA_OP_COUNT_]; /* kernels run per op id, since the graph was made */
+    g_fused *fused;                   /* the fused groups (fuse.c) */
+    size_t n_fused;
+    uint64_t fused_runs, fused_nodes; /* per run: groups run, and nodes they stood for */
     double *prof_s;                   /* BORA_PROFILE: seconds per node, over prof_runs runs */
     uint64_t prof_runs;
     struct g_mem *mem;
@@ -221,6 +236,9 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
 /* The number of elements of a value. */
 int64_t g_numel(const gval *v);
 const char *g_op_name(int op);
+/* Plan fused groups over the chosen kernels (fuse.c); -1 out of memory. */
+int g_plan_fusion(g_graph *g, const char *needed);
+void g_fused_free_all(g_graph *g);
 /* With BORA_PROFILE set: print where this graph's runs spent their time (stderr). */
 void g_profile_print(g_graph *g);
 

@@ -89,6 +89,54 @@ bora_status g_finalize(g_graph *g)
     }
     g->output->base->last_use = (int)g->n_nodes;
 
+    /* Kernels: chosen now, so a missing one is a build-time error. */
+    for (size_t i = 0; i < g->n_nodes && !g->status; i++) {
+        gnode *n = g->nodes[i];
+        if (!needed[i] || n->op == G_VIEW || n->op == G_PARAM || n->op == G_INPUT)
+            continue;
+        int op = n->op == G_GRAD ? BORA_OP_ADD : n->op == G_ASSIGN ? BORA_OP_COPY : n->op;
+        int32_t dtypes[G_MAX_IN + G_MAX_OUT];
+        uint32_t nd = 0;
+        for (int k = 0; k < n->nin; k++)
+            dtypes[nd++] = n->in[k]->dtype;
+        for (int k = 0; k < n->nout; k++)
+            dtypes[nd++] = n->out[k]->dtype;
+        n->kernel = ops->kernel(g->store->backend, (uint32_t)op, dtypes, nd);
+        if (!n->kernel) {
+            char types[128];
+            size_t w = 0;
+            for (uint32_t k = 0; k < nd && w < sizeof types; k++)
+                w += (size_t)snprintf(types + w, sizeof types - w, "%s%s",
+                                      k == 0                  ? ""
+                                      : k == (uint32_t)n->nin ? " -> "
+                                                              : ", ",
+                                      dtype_name(dtypes[k]));
+            g_fail(g, "backend '%s' has no kernel for '%s' on %s (%s)", g->store->backend_name,
+                   g_op_name(op), dtype_name(dtypes[0]), types);
+        }
+    }
+    /* Fused groups, where the backend runs them and fusion is not turned off. */
+    const char *nf = getenv("BORA_NO_FUSION");
+    if (!g->status && ops->run_fused && !(nf && *nf && strcmp(nf, "0")) && g_plan_fusion(g, needed))
+        g_fail(g, "out of memory");
+    /* A group runs its nodes tile by tile at once: everything it touches lives in the arena
+     * from its first node to its last. */
+    for (size_t k = 0; k < g->n_fused && !g->status; k++) {
+        const g_fused *f = &g->fused[k];
+        int lo = f->head, hi = f->head;
+        for (int j = 0; j < f->n_steps * f->n_segments; j++)
+            hi = f->nodes[j]->id > hi ? f->nodes[j]->id : hi;
+        for (int j = 0; j < f->n_steps * f->n_segments; j++) {
+            const gnode *n = f->nodes[j];
+            for (int q = 0; q < n->nin + n->nout; q++) {
+                gval *b = (q < n->nin ? n->in[q] : n->out[q - n->nin])->base;
+                if (b->first_use >= lo && b->first_use <= hi)
+                    b->first_use = lo;
+                if (b->first_use >= 0 && b->last_use < hi)
+                    b->last_use = hi;
+            }
+        }
+    }
     /* First fit: each value takes the lowest offset free for its whole lifetime. */
     size_t n_iv = 0;
     g->naive_bytes = 0;
@@ -124,32 +172,6 @@ bora_status g_finalize(g_graph *g)
     if (g->arena_bytes > g->store->arena_bytes)
         g->store->arena_bytes = g->arena_bytes;
 
-    /* Kernels: chosen now, so a missing one is a build-time error. */
-    for (size_t i = 0; i < g->n_nodes && !g->status; i++) {
-        gnode *n = g->nodes[i];
-        if (!needed[i] || n->op == G_VIEW || n->op == G_PARAM || n->op == G_INPUT)
-            continue;
-        int op = n->op == G_GRAD ? BORA_OP_ADD : n->op == G_ASSIGN ? BORA_OP_COPY : n->op;
-        int32_t dtypes[G_MAX_IN + G_MAX_OUT];
-        uint32_t nd = 0;
-        for (int k = 0; k < n->nin; k++)
-            dtypes[nd++] = n->in[k]->dtype;
-        for (int k = 0; k < n->nout; k++)
-            dtypes[nd++] = n->out[k]->dtype;
-        n->kernel = ops->kernel(g->store->backend, (uint32_t)op, dtypes, nd);
-        if (!n->kernel) {
-            char types[128];
-            size_t w = 0;
-            for (uint32_t k = 0; k < nd && w < sizeof types; k++)
-                w += (size_t)snprintf(types + w, sizeof types - w, "%s%s",
-                                      k == 0                  ? ""
-                                      : k == (uint32_t)n->nin ? " -> "
-                                                              : ", ",
-                                      dtype_name(dtypes[k]));
-            g_fail(g, "backend '%s' has no kernel for '%s' on %s (%s)", g->store->backend_name,
-                   g_op_name(op), dtype_name(dtypes[0]), types);
-        }
-    }
     free(needed);
     /* Inputs live outside the arena, one buffer each. */
     for (size_t i = 0; i < g->n_inputs && !g->status; i++) {
@@ -242,22 +264,24 @@ void g_profile_print(g_graph *g)
 {
     if (!g->prof_s || !g->prof_runs)
         return;
-    double by_op[BORA_OP_COUNT_ + 8] = {0}, total = 0;
+    static const char *const extra[] = {"grad+=", "assign", "fused groups"};
+    double by_op[BORA_OP_COUNT_ + 3] = {0}, total = 0;
     for (size_t i = 0; i < g->n_nodes; i++) {
         int op = g->nodes[i]->op;
-        int k = op < BORA_OP_COUNT_ ? op : op == G_GRAD ? BORA_OP_COUNT_ : BORA_OP_COUNT_ + 1;
+        int k = g->nodes[i]->fused    ? BORA_OP_COUNT_ + 2
+                : op < BORA_OP_COUNT_ ? op
+                : op == G_GRAD        ? BORA_OP_COUNT_
+                                      : BORA_OP_COUNT_ + 1;
         by_op[k] += g->prof_s[i];
         total += g->prof_s[i];
     }
     double runs = (double)g->prof_runs;
     fprintf(stderr, "profile: graph mode %d, %llu runs, %.2f ms per run in kernels\n", g->mode,
             (unsigned long long)g->prof_runs, 1e3 * total / runs);
-    for (int k = 0; k < BORA_OP_COUNT_ + 2; k++)
+    for (int k = 0; k < BORA_OP_COUNT_ + 3; k++)
         if (by_op[k] > 0)
             fprintf(stderr, "profile:   %-16s %9.2f ms %5.1f%%\n",
-                    k < BORA_OP_COUNT_    ? g_op_name(k)
-                    : k == BORA_OP_COUNT_ ? "grad+="
-                                          : "assign",
+                    k < BORA_OP_COUNT_ ? g_op_name(k) : extra[k - BORA_OP_COUNT_],
                     1e3 * by_op[k] / runs, 100 * by_op[k] / total);
     /* The heaviest nodes, with their output shapes. */
     double(*top)[2] = malloc(g->n_nodes * sizeof *top);
@@ -270,63 +294,131 @@ void g_profile_print(g_graph *g)
         const gnode *n = g->nodes[(size_t)top[j][1]];
         char d[256];
         g_describe(n->out[0], d, sizeof d);
-        fprintf(stderr, "profile:   %8.3f ms  #%d %s %s\n", 1e3 * top[j][0] / runs, n->id,
-                n->op < BORA_OP_COUNT_ ? g_op_name(n->op)
-                : n->op == G_GRAD      ? "grad+="
-                                       : "assign",
-                d);
+        const char *what =
+            n->op < BORA_OP_COUNT_ ? g_op_name(n->op) : extra[n->op == G_GRAD ? 0 : 1];
+        if (n->fused) {
+            const g_fused *f = &g->fused[n->fused - 1];
+            snprintf(d, sizeof d, "%d steps over %d segments, %lld elements in the first",
+                     f->n_steps, f->n_segments, (long long)f->count[0]);
+            what = "fused";
+        }
+        fprintf(stderr, "profile:   %8.3f ms  #%d %s %s\n", 1e3 * top[j][0] / runs, n->id, what, d);
     }
     free(top);
 }
 
+/* The executor's view of a node's operands: G_GRAD adds into its own output. */
+static int node_args(g_graph *g, const gnode *n, bora_kernel_args *a, bora_tensor_desc *in,
+                     bora_tensor_desc *out)
+{
+    *a = (bora_kernel_args){.struct_size = sizeof *a, .op = (uint32_t)n->op, .options = &n->opt};
+    int nin = 0;
+    if (n->op == G_GRAD) { /* grad buffer += contribution */
+        a->op = BORA_OP_ADD;
+        describe(g, n->out[0], &in[nin++]);
+    } else if (n->op == G_ASSIGN) {
+        a->op = BORA_OP_COPY;
+    }
+    for (int k = 0; k < n->nin; k++)
+        describe(g, n->in[k], &in[nin++]);
+    for (int k = 0; k < n->nout; k++)
+        describe(g, n->out[k], &out[k]);
+    a->n_inputs = (uint32_t)nin;
+    a->n_outputs = (uint32_t)n->nout;
+    a->inputs = in;
+    a->outputs = out;
+    return nin;
+}
+
+static uint64_t desc_bytes(const bora_tensor_desc *d)
+{
+    return d->data ? (uint64_t)bora_tensor_desc_numel(d) * bora_dtype_size(d->dtype) : 0;
+}
+
+static bora_status run_node(g_graph *g, gnode *n)
+{
+    bora_tensor_desc in[G_MAX_IN + 1], out[G_MAX_OUT];
+    bora_kernel_args a;
+    int nin = node_args(g, n, &a, in, out);
+    bora_status st = n->kernel(g->store->backend, &a);
+    if (st != BORA_OK)
+        return bora_error_set(st, "kernel '%s' failed: %s", g_op_name((int)a.op), bora_error_get());
+    g->kernels_run++;
+    if (a.op < BORA_OP_COUNT_)
+        g->op_runs[a.op]++;
+    for (int k = 0; k < nin; k++)
+        g->bytes_moved += desc_bytes(&in[k]);
+    for (int k = 0; k < n->nout; k++)
+        g->bytes_moved += desc_bytes(&out[k]);
+    return BORA_OK;
+}
+
+/* A fused group: one call to the backend over all its segments; node by node if declined. */
+static bora_status run_group(g_graph *g, g_fused *f)
+{
+    int steps = f->n_steps;
+    for (int s = 0; s < f->n_segments; s++)
+        for (int i = 0; i < steps; i++) {
+            int at = s * steps + i;
+            bora_tensor_desc *d = &f->descs[(size_t)at * BORA_FUSED_OPERANDS];
+            const gnode *n = f->nodes[at];
+            int nin = node_args(g, n, &f->args[at], d, d + G_MAX_IN + 1);
+            /* outputs right after the inputs, as the scratch table counts them */
+            for (int k = 0; k < n->nout; k++)
+                d[nin + k] = d[G_MAX_IN + 1 + k];
+            f->args[at].outputs = d + nin;
+            for (int k = 0; k < nin + n->nout; k++)
+                if (f->scratch[i * BORA_FUSED_OPERANDS + k] >= 0)
+                    d[k].data = NULL;
+        }
+    bora_fused fu = {
+        sizeof fu, (uint32_t)steps, (uint32_t)f->n_segments, (uint32_t)f->n_scratch, f->count,
+        f->args,   f->scratch};
+    bora_status st = g->store->ops->run_fused(g->store->backend, &fu);
+    if (st == BORA_ERR_UNSUPPORTED) {
+        for (int at = 0; at < steps * f->n_segments; at++)
+            if ((st = run_node(g, f->nodes[at])) != BORA_OK)
+                return st;
+        return BORA_OK;
+    }
+    if (st != BORA_OK)
+        return bora_error_set(st, "a fused group of %d steps over %d segments failed: %s", steps,
+                              f->n_segments, bora_error_get());
+    g->kernels_run++;
+    g->fused_runs++;
+    g->fused_nodes += (uint64_t)(steps * f->n_segments);
+    for (int at = 0; at < steps * f->n_segments; at++) {
+        const bora_kernel_args *a = &f->args[at];
+        if (a->op < BORA_OP_COUNT_)
+            g->op_runs[a->op]++;
+        for (uint32_t k = 0; k < a->n_inputs; k++)
+            g->bytes_moved += desc_bytes(&a->inputs[k]);
+        g->bytes_moved += desc_bytes(&a->outputs[0]);
+    }
+    return BORA_OK;
+}
+
 bora_status g_run(g_graph *g)
 {
-    if (profile_on() && !g->prof_s && g->n_nodes)
-        g->prof_s = calloc(g->n_nodes, sizeof *g->prof_s);
-    double t0 = 0;
     if (!g->finalized || !g->store->param_ptr)
         return bora_error_set(BORA_ERR_INVALID, "graph run before it was finalized and the "
                                                 "store allocated");
+    if (profile_on() && !g->prof_s && g->n_nodes)
+        g->prof_s = calloc(g->n_nodes, sizeof *g->prof_s);
     g->kernels_run = 0;
     g->bytes_moved = 0;
-    bora_tensor_desc in[G_MAX_IN + 1], out[G_MAX_OUT];
+    g->fused_runs = 0;
+    g->fused_nodes = 0;
     for (size_t i = 0; i < g->n_nodes; i++) {
         gnode *n = g->nodes[i];
-        if (!n->kernel)
+        if (!n->kernel || (n->fused && g->fused[n->fused - 1].head != n->id))
             continue;
-        bora_kernel_args a = {.struct_size = sizeof a, .op = (uint32_t)n->op, .options = &n->opt};
-        int nin = 0;
-        if (n->op == G_GRAD) { /* grad buffer += contribution */
-            a.op = BORA_OP_ADD;
-            describe(g, n->out[0], &in[nin++]);
-        } else if (n->op == G_ASSIGN) {
-            a.op = BORA_OP_COPY;
-        }
-        for (int k = 0; k < n->nin; k++)
-            describe(g, n->in[k], &in[nin++]);
-        for (int k = 0; k < n->nout; k++)
-            describe(g, n->out[k], &out[k]);
-        a.n_inputs = (uint32_t)nin;
-        a.n_outputs = (uint32_t)n->nout;
-        a.inputs = in;
-        a.outputs = out;
-        if (g->prof_s)
-            t0 = now_s();
-        bora_status st = n->kernel(g->store->backend, &a);
+        double t0 = g->prof_s ? now_s() : 0;
+        bora_status st = n->fused ? run_group(g, &g->fused[n->fused - 1]) : run_node(g, n);
         if (g->prof_s)
             g->prof_s[i] += now_s() - t0;
         if (st != BORA_OK)
-            return bora_error_set(st, "kernel '%s' failed: %s", g_op_name((int)a.op),
-                                  bora_error_get());
-        g->kernels_run++;
-        if (a.op < BORA_OP_COUNT_)
-            g->op_runs[a.op]++;
-        for (int k = 0; k < nin; k++)
-            g->bytes_moved +=
-                (uint64_t)bora_tensor_desc_numel(&in[k]) * bora_dtype_size(in[k].dtype);
-        for (int k = 0; k < n->nout; k++)
-            g->bytes_moved +=
-                (uint64_t)bora_tensor_desc_numel(&out[k]) * bora_dtype_size(out[k].dtype);
+            return st;
     }
     if (g->prof_s)
         g->prof_runs++;

@@ -55,9 +55,10 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
         grads[i] = g_grad_leaf(g, (long)i);
         if (!grads[i])
             break;
-        gval *g64 = A->cast(gp, grads[i], BORA_DTYPE_F64);
-        gval *sq =
-            g64 ? A->reduce(gp, BORA_OP_SUM, bora_mul(gp, g64, g64), s->ndim, s->names) : NULL;
+        /* g·g in the gradient's dtype (a fused pass), each parameter's sum accumulated in
+         * double partials by the backend's reduction, the running total in f64 */
+        gval *sq = A->reduce(gp, BORA_OP_SUM, bora_mul(gp, grads[i], grads[i]), s->ndim, s->names);
+        sq = sq && sq->dtype != BORA_DTYPE_F64 ? A->cast(gp, sq, BORA_DTYPE_F64) : sq;
         total = total ? bora_add(gp, total, sq) : sq;
     }
     gval *norm = total ? A->unary(gp, BORA_OP_SQRT, total) : NULL;
@@ -68,11 +69,20 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
         gval *den = bora_add(gp, maxv, A->unary(gp, BORA_OP_RELU, bora_sub(gp, norm, maxv)));
         scale = bora_div(gp, maxv, den);
     }
-    for (size_t i = 0; i < n && !g->status; i++) {
+    /* the factor cast once per dtype: each parameter's update is then the same chain of
+     * elementwise ops, run together as one multi-tensor pass */
+    gval *scale_as[BORA_DTYPE_U8 + 1] = {0};
+    for (size_t j = 0; j < 2 * n && !g->status; j++) {
+        /* the parameters with weight decay first, then the others: two groups */
+        size_t i = j % n;
         const g_slot *s = &store->slots[i];
+        if (!(s->flags & BORA_PARAM_NO_DECAY) != (j < n))
+            continue;
         gval *gr = grads[i];
         if (scale)
-            gr = bora_mul(gp, gr, A->cast(gp, scale, s->dtype));
+            gr = bora_mul(gp, gr,
+                          scale_as[s->dtype] ? scale_as[s->dtype]
+                                             : (scale_as[s->dtype] = A->cast(gp, scale, s->dtype)));
         gval *state[8];
         for (size_t k = 0; k < n_slots; k++)
             state[k] = g_state_leaf(g, (long)i, (int)k);

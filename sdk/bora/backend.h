@@ -73,6 +73,24 @@ typedef struct bora_kernel_args {
 
 typedef bora_status (*bora_kernel_fn)(bora_backend *b, const bora_kernel_args *args);
 
+/* A fused elementwise chain (DESIGN §4): the same steps over one or more segments, run tile by
+ * tile so that the intermediates stay in cache. args holds n_segments × n_steps argument blocks
+ * (segment-major) whose every operand is f32 and either dense with count[segment] elements or
+ * a broadcast of one element (every stride 0). An operand whose scratch entry is not -1 lives
+ * only inside a tile: its data pointer is NULL and the backend gives it scratch tile
+ * scratch[step * BORA_FUSED_OPERANDS + operand] (operands: the inputs, then the outputs). Every
+ * step reads and writes element i only at index i, so any tiling gives the unfused results. */
+#define BORA_FUSED_OPERANDS 16
+typedef struct bora_fused {
+    uint32_t struct_size;
+    uint32_t n_steps;
+    uint32_t n_segments;
+    uint32_t n_scratch;           /* distinct scratch tiles a thread needs */
+    const int64_t *count;         /* elements per segment */
+    const bora_kernel_args *args; /* n_segments × n_steps */
+    const int32_t *scratch;       /* n_steps × BORA_FUSED_OPERANDS, -1: the tensor itself */
+} bora_fused;
+
 /* Reduction operators for collectives. */
 typedef enum bora_reduce_op { BORA_REDUCE_SUM = 1, BORA_REDUCE_MAX = 2 } bora_reduce_op;
 
@@ -111,6 +129,10 @@ typedef struct bora_backend_ops {
      * e.g. "2 threads, oneDNN 2.6.3"; recorded in checkpoints, where a resume that differs is
      * refused. Writes a NUL-terminated string of at most cap bytes. */
     void (*describe)(bora_backend *b, char *buf, size_t cap);
+
+    /* (optional, ABI 1.3) Run a fused elementwise chain; NULL: the host runs its kernels one
+     * by one. The backend may decline a chain (BORA_ERR_UNSUPPORTED, nothing written). */
+    bora_status (*run_fused)(bora_backend *b, const bora_fused *f);
 } bora_backend_ops;
 
 #ifdef __cplusplus

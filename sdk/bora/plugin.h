@@ -62,7 +62,7 @@ extern "C" {
  * and write_slice, and the op BORA_OP_WRITE_SLICE). A minor bump only appends
  * optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 2
+#define BORA_ABI_MINOR 3
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 2,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 3,
                "the ABI version changed: check the pinned layouts below, then update this line");
 
 static void layout(void)
@@ -175,7 +175,15 @@ static void layout(void)
     _Static_assert(offsetof(bora_kernel_args, workspace) == 40, "bora_kernel_args.workspace");
     _Static_assert(offsetof(bora_kernel_args, workspace_size) == 48,
                    "bora_kernel_args.workspace_size");
-    _Static_assert(sizeof(bora_backend_ops) == 136, "size of bora_backend_ops");
+    _Static_assert(sizeof(bora_fused) == 40, "size of bora_fused");
+    _Static_assert(offsetof(bora_fused, struct_size) == 0, "bora_fused.struct_size");
+    _Static_assert(offsetof(bora_fused, n_steps) == 4, "bora_fused.n_steps");
+    _Static_assert(offsetof(bora_fused, n_segments) == 8, "bora_fused.n_segments");
+    _Static_assert(offsetof(bora_fused, n_scratch) == 12, "bora_fused.n_scratch");
+    _Static_assert(offsetof(bora_fused, count) == 16, "bora_fused.count");
+    _Static_assert(offsetof(bora_fused, args) == 24, "bora_fused.args");
+    _Static_assert(offsetof(bora_fused, scratch) == 32, "bora_fused.scratch");
+    _Static_assert(sizeof(bora_backend_ops) == 144, "size of bora_backend_ops");
     _Static_assert(offsetof(bora_backend_ops, hdr) == 0, "bora_backend_ops.hdr");
     _Static_assert(offsetof(bora_backend_ops, probe) == 32, "bora_backend_ops.probe");
     _Static_assert(offsetof(bora_backend_ops, create) == 40, "bora_backend_ops.create");
@@ -190,6 +198,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_backend_ops, all_reduce) == 112, "bora_backend_ops.all_reduce");
     _Static_assert(offsetof(bora_backend_ops, broadcast) == 120, "bora_backend_ops.broadcast");
     _Static_assert(offsetof(bora_backend_ops, describe) == 128, "bora_backend_ops.describe");
+    _Static_assert(offsetof(bora_backend_ops, run_fused) == 136, "bora_backend_ops.run_fused");
     _Static_assert(sizeof(bora_model_ops) == 64, "size of bora_model_ops");
     _Static_assert(offsetof(bora_model_ops, hdr) == 0, "bora_model_ops.hdr");
     _Static_assert(offsetof(bora_model_ops, create) == 32, "bora_model_ops.create");

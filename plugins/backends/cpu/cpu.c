@@ -2,6 +2,7 @@
  * static partition, no floating-point reduction clauses) and f32 matmuls on oneDNN 2.6. */
 #define _POSIX_C_SOURCE 200809L
 #include "cpu.h"
+#include "kernels_fast.h"
 
 #include <dnnl.h>
 #include <omp.h>
@@ -106,6 +107,7 @@ static const bora_backend_ops cpu_ops = {
     .copy_out = cpu_copy_out,
     .kernel = cpu_kernel,
     .describe = cpu_describe,
+    .run_fused = cpu_run_fused,
 };
 
 static bora_status cpu_init(const bora_host *h)

@@ -38,31 +38,9 @@ static int64_t count_of(const bora_tensor_desc *t)
 static int span(const cpu_simd *s, int op, int act_op, float value, float *out, const float *x,
                 const float *y, int64_t n)
 {
+    if (s->arith(op, NULL, NULL, NULL, 0, 0))
+        return n == 0 || s->arith(op, out, x, y, value, n);
     switch (op) {
-    case BORA_OP_FILL:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = value;
-        return 1;
-    case BORA_OP_ADD:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = x[i] + y[i];
-        return 1;
-    case BORA_OP_SUB:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = x[i] - y[i];
-        return 1;
-    case BORA_OP_MUL:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = x[i] * y[i];
-        return 1;
-    case BORA_OP_DIV:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = x[i] / y[i];
-        return 1;
-    case BORA_OP_SCALE:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = x[i] * value;
-        return 1;
     case BORA_OP_ACT_GRAD: return s->act_grad(act_op, out, x, y, n);
     default: return s->unary(op, out, x, n);
     }
@@ -229,6 +207,24 @@ int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
                 od[r] = xd[r * s_out];
         return 0;
     }
+    if (s_red == 1 && n_out == 1 && n_red > 2 * FAST_CHUNK) {
+        /* one long row: double partials over fixed chunks, added in order */
+        int64_t chunks = (n_red + FAST_CHUNK - 1) / FAST_CHUNK;
+        double *part = malloc(sizeof(double) * (size_t)chunks);
+        if (!part)
+            return -1;
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < chunks; c++) {
+            int64_t i0 = c * FAST_CHUNK, len = n_red - i0 < FAST_CHUNK ? n_red - i0 : FAST_CHUNK;
+            part[c] = b->simd->sum(xd + i0, len);
+        }
+        double total = 0;
+        for (int64_t c = 0; c < chunks; c++)
+            total += part[c];
+        free(part);
+        od[0] = (float)total;
+        return 0;
+    }
     if (s_red == 1) {
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < n_out; r++)
@@ -252,4 +248,102 @@ int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
             od[c0 + c] = (float)acc[c];
     }
     return 0;
+}
+
+/* ---- fused elementwise groups (bora_fused) --------------------------------------------------- */
+
+/* Elements per tile: a multiple of 16 (the loops' width), so every tile's vector tail falls
+ * where the unfused kernel's does: at the end of a segment. */
+#define FUSED_TILE 2048
+
+static int fused_step_ok(const bora_kernel_args *a)
+{
+    int op = (int)a->op;
+    if (op == BORA_OP_COPY)
+        return a->n_inputs == 1 && a->inputs[0].dtype == BORA_DTYPE_F32 &&
+               a->outputs[0].dtype == BORA_DTYPE_F32;
+    int act_op = op == BORA_OP_ACT_GRAD ? ((const bora_opt_act *)a->options)->op : 0;
+    return a->n_inputs <= 2 && a->n_outputs == 1 &&
+           span(&cpu_simd_generic, op, act_op, 0, NULL, NULL, NULL, 0);
+}
+
+static int is_bcast(const bora_tensor_desc *t, int64_t count)
+{
+    if (count == 1)
+        return 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->dims[i] != 1 && t->strides[i] != 0)
+            return 0;
+    return 1;
+}
+
+bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
+{
+    uint32_t steps = f->n_steps, nseg = f->n_segments;
+    for (uint32_t i = 0; i < steps * nseg; i++)
+        if (!fused_step_ok(&f->args[i]))
+            return BORA_ERR_UNSUPPORTED;
+    /* jobs: every segment's tiles, in order */
+    int64_t *first = malloc(sizeof(int64_t) * (nseg + 1));
+    if (!first)
+        return BORA_ERR_NOMEM;
+    first[0] = 0;
+    for (uint32_t s = 0; s < nseg; s++)
+        first[s + 1] = first[s] + (f->count[s] + FUSED_TILE - 1) / FUSED_TILE;
+    int64_t jobs = first[nseg];
+    int failed = 0;
+#pragma omp parallel
+    {
+        /* the scratch tiles, then two for broadcast operands */
+        float *tiles = malloc(sizeof(float) * FUSED_TILE * (f->n_scratch + 2));
+        uint32_t seg = 0;
+#pragma omp for schedule(static)
+        for (int64_t job = 0; job < jobs; job++) {
+            if (!tiles) {
+#pragma omp atomic write
+                failed = 1;
+                continue;
+            }
+            while (first[seg + 1] <= job) /* jobs ascend within a thread */
+                seg++;
+            while (first[seg] > job)
+                seg--;
+            int64_t i0 = (job - first[seg]) * FUSED_TILE;
+            int64_t len = f->count[seg] - i0 < FUSED_TILE ? f->count[seg] - i0 : FUSED_TILE;
+            for (uint32_t st = 0; st < steps; st++) {
+                const bora_kernel_args *a = &f->args[seg * steps + st];
+                const int32_t *sc = &f->scratch[st * BORA_FUSED_OPERANDS];
+                const float *in[2] = {NULL, NULL};
+                for (uint32_t k = 0; k < a->n_inputs; k++) {
+                    const bora_tensor_desc *t = &a->inputs[k];
+                    if (sc[k] >= 0) {
+                        in[k] = tiles + (size_t)sc[k] * FUSED_TILE;
+                    } else if (is_bcast(t, f->count[seg])) {
+                        float *bt = tiles + (size_t)(f->n_scratch + k) * FUSED_TILE;
+                        float v = *(const float *)t->data;
+                        for (int64_t e = 0; e < len; e++)
+                            bt[e] = v;
+                        in[k] = bt;
+                    } else {
+                        in[k] = (const float *)t->data + i0;
+                    }
+                }
+                float *out = sc[a->n_inputs] >= 0 ? tiles + (size_t)sc[a->n_inputs] * FUSED_TILE
+                                                  : (float *)a->outputs[0].data + i0;
+                int op = (int)a->op;
+                if (op == BORA_OP_COPY) {
+                    memmove(out, in[0], sizeof(float) * (size_t)len);
+                    continue;
+                }
+                int act_op = op == BORA_OP_ACT_GRAD ? ((const bora_opt_act *)a->options)->op : 0;
+                float value = op == BORA_OP_FILL || op == BORA_OP_SCALE
+                                  ? (float)((const bora_opt_scalar *)a->options)->value
+                                  : 0;
+                span(b->simd, op, act_op, value, out, in[0], in[1], len);
+            }
+        }
+        free(tiles);
+    }
+    free(first);
+    return failed ? BORA_ERR_NOMEM : BORA_OK;
 }

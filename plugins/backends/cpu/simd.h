@@ -20,6 +20,10 @@ typedef struct cpu_simd {
     /* g = scale (exp(x - shift) zf - [i == target]) */
     void (*xent_grad)(float *g, const float *x, int64_t n, float shift, float scale, float zf,
                       int64_t target);
+    /* y = x op z for ADD, SUB, MUL, DIV; y = op(x) for SCALE (x·value), SQRT, RSQRT; y = value for
+     * FILL. Correctly rounded: the same bits as plain C loops. 0 for any other op (y = NULL
+     * asks). */
+    int (*arith)(int op, float *y, const float *x, const float *z, float value, int64_t n);
 } cpu_simd;
 
 extern const cpu_simd cpu_simd_avx512, cpu_simd_avx2, cpu_simd_generic;
