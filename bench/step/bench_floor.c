@@ -1,0 +1,156 @@
+/* bench/step/bench_floor.c — the matmul floor of one GPT-2 training step: every matmul of the
+ * step (per layer the four linears, and the LM head; forward, dx and dw; not attention) timed
+ * alone on oneDNN, each at the best of dnnl_sgemm and a matmul primitive made for its shape
+ * (oneDNN's own threads, OMP_NUM_THREADS), in the layouts the step uses. Prints one line per
+ * shape and a total: the fastest the step could be if everything but its matmuls took no time.
+ *
+ * usage: bench_floor TOKENS [LAYERS EMBED VOCAB] */
+#define _POSIX_C_SOURCE 200809L
+#include <dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* C (M×N) = op(A) op(B), op = transpose when ta / tb is 'T'; A, B, C row-major. */
+typedef struct shape {
+    const char *what;
+    char ta, tb;
+    int64_t M, N, K;
+    int per_step; /* how many times the step runs it */
+} shape;
+
+static float *buffer(int64_t n)
+{
+    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
+    if (!p) {
+        fprintf(stderr, "bench_floor: out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)((i * 7919 % 1000) - 500) * 1e-3f;
+    return p;
+}
+
+static double time_sgemm(const shape *s, const float *A, const float *B, float *C, int reps)
+{
+    int64_t lda = s->ta == 'N' ? s->K : s->M, ldb = s->tb == 'N' ? s->N : s->K;
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t = now_s();
+        if (dnnl_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N) !=
+            dnnl_success)
+            return 1e30;
+        t = now_s() - t;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+static double time_primitive(const shape *s, float *A, float *B, float *C, int reps)
+{
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success)
+        return 1e30;
+    dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
+    dnnl_dims_t ad = {s->M, s->K}, bd = {s->K, s->N}, cd = {s->M, s->N};
+    dnnl_dims_t as = {s->ta == 'N' ? s->K : 1, s->ta == 'N' ? 1 : s->M};
+    dnnl_dims_t bs = {s->tb == 'N' ? s->N : 1, s->tb == 'N' ? 1 : s->K};
+    dnnl_dims_t cs = {s->N, 1};
+    dnnl_memory_desc_t amd, bmd, cmd;
+    dnnl_memory_desc_init_by_strides(&amd, 2, ad, dnnl_f32, as);
+    dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dnnl_f32, bs);
+    dnnl_memory_desc_init_by_strides(&cmd, 2, cd, dnnl_f32, cs);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    double best = 1e30;
+    if (dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success) {
+        if (dnnl_primitive_create(&prim, pd) == dnnl_success) {
+            dnnl_memory_t am, bm, cm;
+            dnnl_memory_create(&am, &amd, eng, A);
+            dnnl_memory_create(&bm, &bmd, eng, B);
+            dnnl_memory_create(&cm, &cmd, eng, C);
+            dnnl_exec_arg_t args[3] = {
+                {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+            for (int r = 0; r < reps; r++) {
+                double t = now_s();
+                dnnl_primitive_execute(prim, stream, 3, args);
+                dnnl_stream_wait(stream);
+                t = now_s() - t;
+                best = t < best ? t : best;
+            }
+            dnnl_memory_destroy(am);
+            dnnl_memory_destroy(bm);
+            dnnl_memory_destroy(cm);
+            dnnl_primitive_destroy(prim);
+        }
+        dnnl_primitive_desc_destroy(pd);
+    }
+    dnnl_stream_destroy(stream);
+    dnnl_engine_destroy(eng);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 && argc != 5) {
+        fprintf(stderr, "usage: %s TOKENS [LAYERS EMBED VOCAB]\n", argv[0]);
+        return 2;
+    }
+    int64_t T = atoll(argv[1]), L = argc == 5 ? atoll(argv[2]) : 12;
+    int64_t E = argc == 5 ? atoll(argv[3]) : 768, V = argc == 5 ? atoll(argv[4]) : 50257;
+    if (T <= 0 || L <= 0 || E <= 0 || V <= 0) {
+        fprintf(stderr, "bench_floor: sizes must be positive\n");
+        return 2;
+    }
+    /* Conv1D weights are (in, out): y = x W; dx = dy Wᵀ; dW = xᵀ dy. The LM head is tied to
+     * wte (V, E): logits = x wteᵀ; dx = dlogits wte; dwte = dlogitsᵀ x. */
+    const struct {
+        const char *name;
+        int64_t in, out;
+    } lin[] = {{"attn.c_attn", E, 3 * E},
+               {"attn.c_proj", E, E},
+               {"mlp.c_fc", E, 4 * E},
+               {"mlp.c_proj", 4 * E, E}};
+    shape shapes[16];
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        shapes[n++] = (shape){lin[i].name, 'N', 'N', T, lin[i].out, lin[i].in, (int)L};
+        shapes[n++] = (shape){lin[i].name, 'N', 'T', T, lin[i].in, lin[i].out, (int)L};
+        shapes[n++] = (shape){lin[i].name, 'T', 'N', lin[i].in, lin[i].out, T, (int)L};
+    }
+    shapes[n++] = (shape){"lm_head", 'N', 'T', T, V, E, 1};
+    shapes[n++] = (shape){"lm_head", 'N', 'N', T, E, V, 1};
+    shapes[n++] = (shape){"lm_head", 'T', 'N', V, E, T, 1};
+    const char *pass[] = {"forward", "dx", "dw"};
+    double total = 0, flops = 0;
+    for (int i = 0; i < n; i++) {
+        const shape *s = &shapes[i];
+        float *A = buffer(s->M * s->K), *B = buffer(s->K * s->N), *C = buffer(s->M * s->N);
+        int reps = 2 * s->M * s->N * s->K > 20e9 ? 2 : 5;
+        time_sgemm(s, A, B, C, 1); /* warm */
+        double ts = time_sgemm(s, A, B, C, reps), tp = time_primitive(s, A, B, C, reps + 1);
+        double best = ts < tp ? ts : tp, f = 2.0 * s->M * s->N * s->K;
+        printf("%-12s %-7s %c%c M=%-6lld N=%-6lld K=%-6lld x%-2d sgemm %8.2f ms, matmul %8.2f "
+               "ms: %6.1f GFLOP/s\n",
+               s->what, pass[i % 3], s->ta, s->tb, (long long)s->M, (long long)s->N,
+               (long long)s->K, s->per_step, 1e3 * ts, 1e3 * tp, f / best / 1e9);
+        total += best * s->per_step;
+        flops += f * s->per_step;
+        free(A);
+        free(B);
+        free(C);
+    }
+    printf("floor_s=%.4f gflop=%.2f gflops=%.1f\n", total, flops / 1e9, flops / total / 1e9);
+    return 0;
+}
