@@ -147,6 +147,13 @@ typedef struct seg {
     int adjacent; /* no kernel runs between the previous segment and this one */
 } seg;
 
+/* Whether step i's output lives only inside the segment (then in a scratch tile). */
+static int internal(const g_graph *g, const seg *s, int i)
+{
+    const gval *o = s->nodes[i]->out[0];
+    return o->base == o && o->storage == S_ARENA && o != g->output->base && o->last_use <= s->last;
+}
+
 static int seg_signature(g_graph *g, seg *s)
 {
     s->sig = malloc(sizeof(int) * (size_t)s->n * (3 + G_MAX_IN + 1));
@@ -159,10 +166,7 @@ static int seg_signature(g_graph *g, seg *s)
         int nin = operands(nd, ins);
         s->sig[w++] = nd->op;
         s->sig[w++] = nin;
-        const gval *o = nd->out[0];
-        int internal =
-            o->base == o && o->storage == S_ARENA && o != g->output->base && o->last_use <= s->last;
-        s->sig[w++] = internal;
+        s->sig[w++] = internal(g, s, i);
         for (int k = 0; k < nin; k++) {
             int from = produced_in(s->nodes, i, ins[k]);
             int dense = dense_of(ins[k], s->count);
@@ -183,8 +187,8 @@ static int same_steps(const seg *a, const seg *b)
     return 1;
 }
 
-/* Bases a segment writes, and every base it touches; no two segments of a group may share a
- * written base, and inside a segment a written base is only ever seen at the same offset. */
+/* Inside a segment, a base some step writes is only ever seen at that same offset, densely, so
+ * that element i of every step touches element i of it alone. */
 static int seg_hazard_free(const seg *s)
 {
     for (int i = 0; i < s->n; i++) {
@@ -204,6 +208,7 @@ static int seg_hazard_free(const seg *s)
     return 1;
 }
 
+/* No base segment a writes is read or written by segment b (checked both ways for a group). */
 static int segs_disjoint(const seg *a, const seg *b)
 {
     for (int i = 0; i < a->n; i++) {
@@ -296,11 +301,7 @@ static int make_group(g_graph *g, seg *segs, int n)
             if (!used_later)
                 owner[t] = -1;
         }
-        /* the signature's internal flag for step i */
-        int at = 0;
-        for (int j = 0; j < i; j++)
-            at += 3 + s0->sig[at + 1];
-        if (!s0->sig[at + 2])
+        if (!internal(g, s0, i))
             continue;
         int t = 0;
         while (t < n_tiles && owner[t] >= 0)

@@ -20,9 +20,9 @@ typedef struct cpu_simd {
     /* g = scale (exp(x - shift) zf - [i == target]) */
     void (*xent_grad)(float *g, const float *x, int64_t n, float shift, float scale, float zf,
                       int64_t target);
-    /* y = x op z for ADD, SUB, MUL, DIV; y = op(x) for SCALE (x·value), SQRT, RSQRT; y = value for
-     * FILL. Correctly rounded: the same bits as plain C loops. 0 for any other op (y = NULL
-     * asks). */
+    /* y = x op z for ADD, SUB, MUL, DIV; y = op(x) for SCALE (x·value), SQRT, RSQRT (z unused);
+     * y = value for FILL (x, z unused). Correctly rounded: the same bits as plain C loops. 0 for
+     * any other op (y = NULL asks). */
     int (*arith)(int op, float *y, const float *x, const float *z, float value, int64_t n);
 } cpu_simd;
 

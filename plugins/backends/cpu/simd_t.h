@@ -282,7 +282,7 @@ static void SIMD_FN(xent_grad)(float *g, const float *x, int64_t n, float shift,
 
 /* Arithmetic: every result correctly rounded (one IEEE operation per element), so the bits are
  * those of plain C loops whatever the width; these are such loops, left to the vectoriser
- * (-ftree-vectorize). x or z NULL stands for 1. */
+ * (-ftree-vectorize). */
 static int SIMD_FN(arith)(int op, float *y, const float *x, const float *z, float value, int64_t n)
 {
     switch (op) {
@@ -299,61 +299,39 @@ static int SIMD_FN(arith)(int op, float *y, const float *x, const float *z, floa
         break;
     default: return 0;
     }
-    float xs = 1.0f, zs = 1.0f;
-    if (op == BORA_OP_FILL) {
+    switch (op) {
+    case BORA_OP_FILL:
         for (int64_t i = 0; i < n; i++)
             y[i] = value;
-    } else if (op == BORA_OP_SCALE || op == BORA_OP_SQRT || op == BORA_OP_RSQRT || !z) {
-        if (!x) { /* a constant */
-            float c = op == BORA_OP_SCALE   ? xs * value
-                      : op == BORA_OP_SQRT  ? __builtin_sqrtf(xs)
-                      : op == BORA_OP_RSQRT ? 1.0f / __builtin_sqrtf(xs)
-                      : op == BORA_OP_ADD   ? xs + zs
-                      : op == BORA_OP_SUB   ? xs - zs
-                      : op == BORA_OP_MUL   ? xs * zs
-                                            : xs / zs;
-            for (int64_t i = 0; i < n; i++)
-                y[i] = c;
-        } else if (op == BORA_OP_SCALE) {
-            for (int64_t i = 0; i < n; i++)
-                y[i] = x[i] * value;
-        } else if (op == BORA_OP_SQRT) {
-            for (int64_t i = 0; i < n; i++)
-                y[i] = __builtin_sqrtf(x[i]);
-        } else if (op == BORA_OP_RSQRT) {
-            for (int64_t i = 0; i < n; i++)
-                y[i] = 1.0f / __builtin_sqrtf(x[i]);
-        } else if (op == BORA_OP_ADD) {
-            for (int64_t i = 0; i < n; i++)
-                y[i] = x[i] + zs;
-        } else if (op == BORA_OP_SUB) {
-            for (int64_t i = 0; i < n; i++)
-                y[i] = x[i] - zs;
-        } else if (op == BORA_OP_MUL) {
-            for (int64_t i = 0; i < n; i++)
-                y[i] = x[i] * zs;
-        } else {
-            for (int64_t i = 0; i < n; i++)
-                y[i] = x[i] / zs;
-        }
-    } else if (!x) {
+        break;
+    case BORA_OP_SCALE:
         for (int64_t i = 0; i < n; i++)
-            y[i] = op == BORA_OP_ADD   ? xs + z[i]
-                   : op == BORA_OP_SUB ? xs - z[i]
-                   : op == BORA_OP_MUL ? xs * z[i]
-                                       : xs / z[i];
-    } else if (op == BORA_OP_ADD) {
+            y[i] = x[i] * value;
+        break;
+    case BORA_OP_SQRT:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = __builtin_sqrtf(x[i]);
+        break;
+    case BORA_OP_RSQRT:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = 1.0f / __builtin_sqrtf(x[i]);
+        break;
+    case BORA_OP_ADD:
         for (int64_t i = 0; i < n; i++)
             y[i] = x[i] + z[i];
-    } else if (op == BORA_OP_SUB) {
+        break;
+    case BORA_OP_SUB:
         for (int64_t i = 0; i < n; i++)
             y[i] = x[i] - z[i];
-    } else if (op == BORA_OP_MUL) {
+        break;
+    case BORA_OP_MUL:
         for (int64_t i = 0; i < n; i++)
             y[i] = x[i] * z[i];
-    } else {
+        break;
+    default:
         for (int64_t i = 0; i < n; i++)
             y[i] = x[i] / z[i];
+        break;
     }
     return 1;
 }
