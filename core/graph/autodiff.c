@@ -65,6 +65,28 @@ static gnode *multi(g_graph *g, int op, int nin, gval *const *in, int nout, cons
     return n;
 }
 
+/* matmul3(p, q) with p and/or q first seen with their last two axes swapped. */
+static gval *matmul_t(g_graph *g, gval *p, gval *q, int tp, int tq)
+{
+    if (!p || !q)
+        return NULL;
+    if (tp) {
+        const char *t[3] = {p->names[0], p->names[2], p->names[1]};
+        p = g_permute(g, p, 3, t);
+    }
+    if (tq) {
+        const char *t[3] = {q->names[0], q->names[2], q->names[1]};
+        q = g_permute(g, q, 3, t);
+    }
+    return p && q ? g_matmul3(g, p, q) : NULL;
+}
+
+/* A transposed gradient seen in the order of the operand it belongs to. */
+static gval *transposed(g_graph *g, gval *dt, const gval *like)
+{
+    return dt ? g_permute(g, dt, like->ndim, like->names) : NULL;
+}
+
 static void view_backward(g_graph *g, gnode *n)
 {
     gval *src = n->in[0], *out = n->out[0], *dv = in_order(g, out->grad, out);
@@ -154,18 +176,20 @@ static void op_backward(g_graph *g, gnode *n)
         break;
     }
     case BORA_OP_MATMUL: {
-        /* C = A B over (batch, m, k) x (batch, k, n): dA = dC Bᵀ, dB = Aᵀ dC. */
+        /* C = A B over (batch, m, k) x (batch, k, n): dA = dC Bᵀ, dB = Aᵀ dC. An operand whose
+         * storage is transposed (a view of a (n, k) weight, say) gets its gradient computed
+         * transposed, dBᵀ = dCᵀ A, so that it lands in the weight's own order. */
         dy = in_order(g, dy, y);
-        if (x->requires_grad) {
-            const char *bt[3] = {b->names[0], b->names[2], b->names[1]};
-            gval *bT = g_permute(g, b, 3, bt);
-            acc(g, x, bT ? g_matmul3(g, dy, bT) : NULL);
-        }
-        if (b->requires_grad) {
-            const char *at[3] = {x->names[0], x->names[2], x->names[1]};
-            gval *aT = g_permute(g, x, 3, at);
-            acc(g, b, aT ? g_matmul3(g, aT, dy) : NULL);
-        }
+        if (x->requires_grad)
+            acc(g, x,
+                x->strides[1] == 1 && x->dims[1] > 1 && x->dims[2] > 1
+                    ? transposed(g, matmul_t(g, b, dy, 0, 1), x)
+                    : matmul_t(g, dy, b, 0, 1));
+        if (b->requires_grad)
+            acc(g, b,
+                b->strides[1] == 1 && b->dims[1] > 1 && b->dims[2] > 1
+                    ? transposed(g, matmul_t(g, dy, x, 1, 0), b)
+                    : matmul_t(g, x, dy, 1, 0));
         break;
     }
     case BORA_OP_LAYERNORM: {

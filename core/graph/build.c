@@ -788,12 +788,19 @@ static bora_tensor *api_reduce(bora_graph *gp, int32_t op, bora_tensor *x, int32
 /* The gradient of a reduction: sum x (a broadcast-shaped value) down to like's axes. */
 gval *g_reduce_sum_to(g_graph *g, gval *x, const gval *like)
 {
-    const char *extra[BORA_MAX_DIMS];
-    int n = 0;
+    const char *extra[BORA_MAX_DIMS], *ones[BORA_MAX_DIMS];
+    int n = 0, n1 = 0;
     for (int i = 0; i < x->ndim; i++)
-        if (g_axis_index(like, x->names[i]) < 0)
-            extra[n++] = x->names[i];
-    gval *r = n ? g_reduce_last(g, BORA_OP_SUM, x, n, extra) : x;
+        if (g_axis_index(like, x->names[i]) < 0) {
+            if (x->dims[i] == 1)
+                ones[n1++] = x->names[i];
+            else
+                extra[n++] = x->names[i];
+        }
+    /* a size-1 axis is dropped by a view: nothing to add up */
+    for (int i = 0; i < n1 && x; i++)
+        x = api_split(&g->pub, x, ones[i], 0, NULL);
+    gval *r = n && x ? g_reduce_last(g, BORA_OP_SUM, x, n, extra) : x;
     return r ? g_permute(g, r, like->ndim, like->names) : NULL;
 }
 

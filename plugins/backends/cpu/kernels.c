@@ -150,13 +150,26 @@ static bora_status cpu_copy(bora_backend *b, const bora_kernel_args *a)
 
 /* ---- f32 matmul on oneDNN -------------------------------------------------------------------- */
 
-/* Each sgemm call computes a block of at most 512 rows by 4096 columns of C, with the whole K.
- * The blocks are fixed, so the partition (and every product's summation order) is the same
- * whatever the thread count; the calls run inside an OpenMP loop, where oneDNN itself runs
- * single-threaded. Measured on the LM head's shapes (2 threads, AVX-512): 32-row blocks ran at
- * 87-190 GFLOP/s, these at 200-225. */
+/* Each sgemm call computes one block of C with the whole K. The blocks depend on the shape
+ * alone: the rows split into ceil(M/512) equal parts, the columns into ceil(N/4096) equal parts
+ * (multiples of 64), so the partition (and every product's summation order) is the same whatever
+ * the thread count, and blocks of one matmul are of one size, so a static schedule balances them.
+ * The calls run inside an OpenMP loop, where oneDNN itself runs single-threaded. Measured on the
+ * LM head's shapes (2 threads, AVX-512): 32-row blocks ran at 87-190 GFLOP/s, these at 200-225;
+ * a 768-row product split 512 + 256 left one of two threads idle a third of the time. */
 #define CPU_MATMUL_ROWS 512
 #define CPU_MATMUL_COLS 4096
+
+/* n split into ceil(n/most) parts of equal size, rounded up to a multiple of `align`. */
+static int64_t block_size(int64_t n, int64_t most, int64_t align)
+{
+    if (n <= 0)
+        return 1;
+    int64_t parts = (n + most - 1) / most;
+    int64_t size = (n + parts - 1) / parts;
+    size = (size + align - 1) / align * align;
+    return size < n ? size : n;
+}
 
 /* One operand (rows, cols) with strides: its sgemm transpose flag and leading dimension. */
 static int gemm_layout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, char *trans,
@@ -186,15 +199,15 @@ static bora_status matmul_f32(bora_backend *bk, const bora_kernel_args *a)
         !gemm_layout(Kd, N, B->strides[1], B->strides[2], &tb, &ldb) ||
         !gemm_layout(M, N, C->strides[1], C->strides[2], &tc, &ldc) || tc != 'N' || Kd == 0)
         return matmul_naive_f32(bk, a);
-    int64_t rblocks = (M + CPU_MATMUL_ROWS - 1) / CPU_MATMUL_ROWS;
-    int64_t cblocks = (N + CPU_MATMUL_COLS - 1) / CPU_MATMUL_COLS;
+    int64_t rsize = block_size(M, CPU_MATMUL_ROWS, 8), csize = block_size(N, CPU_MATMUL_COLS, 64);
+    int64_t rblocks = (M + rsize - 1) / rsize, cblocks = (N + csize - 1) / csize;
     int failed = 0;
 #pragma omp parallel for schedule(static)
     for (int64_t job = 0; job < nb * rblocks * cblocks; job++) {
         int64_t bi = job / (rblocks * cblocks), rc = job % (rblocks * cblocks);
-        int64_t m0 = (rc / cblocks) * CPU_MATMUL_ROWS, n0 = (rc % cblocks) * CPU_MATMUL_COLS;
-        int64_t rows = M - m0 < CPU_MATMUL_ROWS ? M - m0 : CPU_MATMUL_ROWS;
-        int64_t cols = N - n0 < CPU_MATMUL_COLS ? N - n0 : CPU_MATMUL_COLS;
+        int64_t m0 = (rc / cblocks) * rsize, n0 = (rc % cblocks) * csize;
+        int64_t rows = M - m0 < rsize ? M - m0 : rsize;
+        int64_t cols = N - n0 < csize ? N - n0 : csize;
         const float *ap = (const float *)A->data + bi * A->strides[0] + m0 * a_sr;
         const float *bp = (const float *)B->data + bi * B->strides[0] + n0 * B->strides[2];
         float *cp = (float *)C->data + bi * C->strides[0] + m0 * C->strides[1] + n0 * C->strides[2];
@@ -216,6 +229,11 @@ static bora_status elementwise_any_f32(bora_backend *b, const bora_kernel_args *
 static bora_status reduce_any_f32(bora_backend *b, const bora_kernel_args *a)
 {
     return a->op == BORA_OP_SUM && fast_sum_f32(b, a) == 0 ? BORA_OK : reduce_f32(b, a);
+}
+
+static bora_status scatter_add_any_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return fast_scatter_add_f32(b, a) == 0 ? BORA_OK : scatter_add_f32(b, a);
 }
 
 static bora_status xent_any_f32(bora_backend *b, const bora_kernel_args *a)
@@ -315,7 +333,7 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_XENT: return f64 ? xent_f64 : xent_any_f32;
     case BORA_OP_XENT_GRAD: return f64 ? xent_grad_f64 : xent_grad_any_f32;
     case BORA_OP_GATHER: PICK(gather);
-    case BORA_OP_SCATTER_ADD: PICK(scatter_add);
+    case BORA_OP_SCATTER_ADD: return f64 ? scatter_add_f64 : scatter_add_any_f32;
     case BORA_OP_ATTENTION:
     case BORA_OP_ATTENTION_GRAD:
         if (f64)

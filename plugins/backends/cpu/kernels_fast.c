@@ -347,3 +347,41 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
     free(first);
     return failed ? BORA_ERR_NOMEM : BORA_OK;
 }
+
+/* ---- scatter_add: the embedding's gradient --------------------------------------------------- */
+
+/* Columns per job of scatter_add: each job adds every row, in order, into its columns. */
+#define SCATTER_COLS 64
+
+int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_tensor_desc *ids = &a->inputs[0], *src = &a->inputs[1], *o = &a->outputs[0];
+    int64_t rows = ids->dims[0], V = o->dims[0], D = o->dims[1];
+    if ((D > 1 && (o->strides[1] != 1 || src->strides[1] != 1)) || (V > 1 && o->strides[0] != D))
+        return -1;
+    float *out = o->data;
+    const float *s = src->data;
+    const int32_t *id = ids->data;
+    int64_t n = V * D, chunks = (n + FAST_CHUNK - 1) / FAST_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t i0 = c * FAST_CHUNK, len = n - i0 < FAST_CHUNK ? n - i0 : FAST_CHUNK;
+        memset(out + i0, 0, sizeof(float) * (size_t)len);
+    }
+    int64_t jobs = (D + SCATTER_COLS - 1) / SCATTER_COLS;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < jobs; j++) {
+        int64_t c0 = j * SCATTER_COLS, w = D - c0 < SCATTER_COLS ? D - c0 : SCATTER_COLS;
+        for (int64_t r = 0; r < rows; r++) {
+            int32_t v = id[r * ids->strides[0]];
+            if (v < 0 || v >= V)
+                continue;
+            float *dst = out + v * D + c0;
+            const float *row = s + r * src->strides[0] + c0;
+            for (int64_t i = 0; i < w; i++)
+                dst[i] += row[i];
+        }
+    }
+    return 0;
+}

@@ -9,6 +9,9 @@ int fast_elementwise_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_xent_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target);
 int fast_xent_grad_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_sum_f32(bora_backend *b, const bora_kernel_args *a);
+/* the embedding's gradient: zero the table, then each fixed block of columns adds the rows in
+ * order (the reference's order per element) */
+int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a);
 /* A fused elementwise group, tile by tile (BORA_ERR_UNSUPPORTED for a step it has no loop for). */
 bora_status cpu_run_fused(bora_backend *b, const bora_fused *f);
 /* attention.c: blocks of query rows on sgemm; -3 when oneDNN fails */

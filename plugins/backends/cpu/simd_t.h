@@ -1,10 +1,10 @@
 /* plugins/backends/cpu/simd_t.h — the CPU backend's vectorised f32 loops, written once on GCC's
- * 16-lane vector type and compiled once per instruction set (simd_avx512.c, simd_avx2.c,
+ * vector types and compiled once per instruction set (simd_avx512.c, simd_avx2.c,
  * simd_generic.c); cpu.c picks a table at start-up from what the CPU supports.
  *
- * Bits do not depend on the instruction set where the CPU has FMA: every loop works on 16 lanes
- * whatever the register width (AVX2 runs each as two halves), a tail is computed on a padded
- * copy by the same code, and sums keep 16 partial sums, added in a fixed order at the end.
+ * Bits do not depend on the instruction set where the CPU has FMA: per-element functions work on
+ * the register's width (each lane alone), a tail is computed on a padded copy by the same code,
+ * and sums keep 16 partial sums whatever the width, added in a fixed order at the end.
  * exp and tanh are our own (range reduction and a polynomial, within 2 ulp of the true value);
  * the generic build, without FMA, rounds the polynomial differently, which is why the choice is
  * part of the backend's description. */
@@ -13,51 +13,70 @@
 #include <math.h>
 #include <string.h>
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
+/* The instruction set's own register width (SIMD_BYTES, set by the including file): per-element
+ * functions are written on it, since a wider generic vector than the target has is lowered by GCC
+ * partly to scalar code. They compute each lane alone, so the width does not change their bits. */
+#ifndef SIMD_BYTES
+#define SIMD_BYTES 16
+#endif
+typedef float vf __attribute__((vector_size(SIMD_BYTES)));
+typedef int32_t vi __attribute__((vector_size(SIMD_BYTES)));
+#define NL ((int)(SIMD_BYTES / sizeof(float)))
 typedef double v8d __attribute__((vector_size(64)));
 
+/* Sums keep 16 partial sums whatever the width. */
 #define LANES 16
 
-static inline v16f splat(float v)
+static inline vf splat(float v)
 {
-    return (v16f){v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v};
+    vf r;
+    for (int k = 0; k < NL; k++)
+        r[k] = v;
+    return r;
 }
 
-static inline v16f load16(const float *p)
+static inline vi splati(int32_t v)
 {
-    v16f v;
+    vi r;
+    for (int k = 0; k < NL; k++)
+        r[k] = v;
+    return r;
+}
+
+static inline vf loadv(const float *p)
+{
+    vf v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline void store16(float *p, v16f v)
+static inline void storev(float *p, vf v)
 {
     memcpy(p, &v, sizeof v);
 }
 
-static inline v16f vsel(v16i mask, v16f a, v16f b)
+static inline vf vsel(vi mask, vf a, vf b)
 {
-    return (v16f)((mask & (v16i)a) | (~mask & (v16i)b));
+    return (vf)((mask & (vi)a) | (~mask & (vi)b));
 }
 
-static inline v16f vmax(v16f a, v16f b)
+static inline vf vmax(vf a, vf b)
 {
     return vsel(a > b, a, b);
 }
 
 /* exp(x): x = n ln2 + r, |r| <= ln2/2, exp(r) by a degree-6 polynomial, 2^n into the exponent.
  * Below -87.33 the result is 0 (no subnormals), above 88.72 it is +inf; NaN stays NaN. */
-static inline v16f vexp(v16f x)
+static inline __attribute__((always_inline)) vf vexp(vf x)
 {
-    const v16f shifter = splat(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
-    v16f xc = vmax(splat(-87.33654f), x);
+    const vf shifter = splat(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
+    vf xc = vmax(splat(-87.33654f), x);
     xc = vsel(xc < splat(88.72284f), xc, splat(88.72284f));
-    v16f t = xc * splat(1.44269504088896341f) + shifter;
-    v16f n = t - shifter;
-    v16f r = xc - n * splat(0.693359375f);
+    vf t = xc * splat(1.44269504088896341f) + shifter;
+    vf n = t - shifter;
+    vf r = xc - n * splat(0.693359375f);
     r = r - n * splat(-2.12194440e-4f);
-    v16f p = splat(1.9875691500e-4f);
+    vf p = splat(1.9875691500e-4f);
     p = p * r + splat(1.3981999507e-3f);
     p = p * r + splat(8.3334519073e-3f);
     p = p * r + splat(4.1665795894e-2f);
@@ -65,8 +84,8 @@ static inline v16f vexp(v16f x)
     p = p * r + splat(5.0000001201e-1f);
     p = p * (r * r) + r + splat(1.0f);
     /* 2^n as 2^h 2^(n-h), h = n/2: both factors normal for every n from -126 to 128 */
-    v16i ni = __builtin_convertvector(n, v16i), h = ni >> 1;
-    v16f y = p * (v16f)((h + 127) << 23) * (v16f)((ni - h + 127) << 23);
+    vi ni = __builtin_convertvector(n, vi), h = ni >> 1;
+    vf y = p * (vf)((h + 127) << 23) * (vf)((ni - h + 127) << 23);
     y = vsel(x < splat(-87.33654f), splat(0.0f), y);
     y = vsel(x > splat(88.72284f), splat(INFINITY), y);
     return vsel(x != x, x, y);
@@ -74,34 +93,34 @@ static inline v16f vexp(v16f x)
 
 /* tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)) from |x| = 0.625 up; below it, where that
  * subtraction would lose digits, an odd minimax polynomial (Cephes' tanhf coefficients). */
-static inline v16f vtanh(v16f x)
+static inline __attribute__((always_inline)) vf vtanh(vf x)
 {
-    v16i sign = (v16i)x & (v16i)splat(-0.0f);
-    v16f ax = (v16f)((v16i)x & ~(v16i)splat(-0.0f));
-    v16f big = splat(1.0f) - splat(2.0f) / (vexp(ax + ax) + splat(1.0f));
-    v16f z = ax * ax;
-    v16f small = splat(-5.70498872745e-3f) * z + splat(2.06390887954e-2f);
+    vi sign = (vi)x & (vi)splat(-0.0f);
+    vf ax = (vf)((vi)x & ~(vi)splat(-0.0f));
+    vf big = splat(1.0f) - splat(2.0f) / (vexp(ax + ax) + splat(1.0f));
+    vf z = ax * ax;
+    vf small = splat(-5.70498872745e-3f) * z + splat(2.06390887954e-2f);
     small = small * z + splat(-5.37397155531e-2f);
     small = small * z + splat(1.33314422036e-1f);
     small = small * z + splat(-3.33332819422e-1f);
     small = small * (z * ax) + ax;
-    v16f y = vsel(ax < splat(0.625f), small, big);
-    y = (v16f)((v16i)y | sign);
+    vf y = vsel(ax < splat(0.625f), small, big);
+    y = (vf)((vi)y | sign);
     return vsel(x != x, x, y);
 }
 
-static inline v16f vgelu_tanh(v16f x)
+static inline __attribute__((always_inline)) vf vgelu_tanh(vf x)
 {
-    v16f u = splat(0.7978845608028654f) * (x + splat(0.044715f) * x * x * x);
+    vf u = splat(0.7978845608028654f) * (x + splat(0.044715f) * x * x * x);
     return splat(0.5f) * x * (splat(1.0f) + vtanh(u));
 }
 
-static inline v16f vsigmoid(v16f x)
+static inline __attribute__((always_inline)) vf vsigmoid(vf x)
 {
     return splat(1.0f) / (splat(1.0f) + vexp(-x));
 }
 
-static inline v16f vunary(int op, v16f x)
+static inline __attribute__((always_inline)) vf vunary(int op, vf x)
 {
     switch (op) {
     case BORA_OP_NEG: return -x;
@@ -115,26 +134,26 @@ static inline v16f vunary(int op, v16f x)
     }
 }
 
-static inline v16f vact_grad(int op, v16f x, v16f dy)
+static inline __attribute__((always_inline)) vf vact_grad(int op, vf x, vf dy)
 {
     switch (op) {
     case BORA_OP_TANH: {
-        v16f t = vtanh(x);
+        vf t = vtanh(x);
         return dy * (splat(1.0f) - t * t);
     }
     case BORA_OP_SIGMOID: {
-        v16f s = vsigmoid(x);
+        vf s = vsigmoid(x);
         return dy * s * (splat(1.0f) - s);
     }
     case BORA_OP_RELU: return vsel(x > splat(0.0f), dy, splat(0.0f));
     case BORA_OP_SILU: {
-        v16f s = vsigmoid(x);
+        vf s = vsigmoid(x);
         return dy * s * (splat(1.0f) + x * (splat(1.0f) - s));
     }
     case BORA_OP_GELU_TANH: {
-        v16f c = splat(0.7978845608028654f), a = splat(0.044715f);
-        v16f u = c * (x + a * x * x * x), t = vtanh(u);
-        v16f du = c * (splat(1.0f) + splat(3.0f) * a * x * x);
+        vf c = splat(0.7978845608028654f), a = splat(0.044715f);
+        vf u = c * (x + a * x * x * x), t = vtanh(u);
+        vf du = c * (splat(1.0f) + splat(3.0f) * a * x * x);
         return dy *
                (splat(0.5f) * (splat(1.0f) + t) + splat(0.5f) * x * (splat(1.0f) - t * t) * du);
     }
@@ -142,92 +161,117 @@ static inline v16f vact_grad(int op, v16f x, v16f dy)
     }
 }
 
-/* Loads of the tail (fewer than 16 values) padded with `pad`. */
-static inline v16f load_tail(const float *p, int64_t n, float pad)
+/* Loads of the tail (fewer than NL values) padded with `pad`. */
+static inline vf load_tail(const float *p, int64_t n, float pad)
 {
-    float buf[LANES];
-    for (int i = 0; i < LANES; i++)
+    float buf[NL];
+    for (int i = 0; i < NL; i++)
         buf[i] = i < n ? p[i] : pad;
-    return load16(buf);
+    return loadv(buf);
 }
 
-static inline void store_tail(float *p, v16f v, int64_t n)
+static inline void store_tail(float *p, vf v, int64_t n)
 {
-    float buf[LANES];
-    store16(buf, v);
+    float buf[NL];
+    storev(buf, v);
     memcpy(p, buf, sizeof(float) * (size_t)n);
+}
+
+/* The loops are written once per op so that each one's body is a straight line. */
+#define EACH_UNARY(OP, F)                                               \
+    case OP:                                                            \
+        for (; i + NL <= n; i += NL)                                    \
+            storev(y + i, F(loadv(x + i)));                             \
+        if (i < n)                                                      \
+            store_tail(y + i, F(load_tail(x + i, n - i, 0.0f)), n - i); \
+        return 1
+
+static inline vf vneg(vf x)
+{
+    return -x;
+}
+
+static inline vf vrelu(vf x)
+{
+    return vsel(x > splat(0.0f), x, splat(0.0f));
+}
+
+static inline vf vsilu(vf x)
+{
+    return x * vsigmoid(x);
 }
 
 static int SIMD_FN(unary)(int op, float *y, const float *x, int64_t n)
 {
+    int64_t i = 0;
     switch (op) {
-    case BORA_OP_NEG:
-    case BORA_OP_EXP:
-    case BORA_OP_TANH:
-    case BORA_OP_SIGMOID:
-    case BORA_OP_RELU:
-    case BORA_OP_SILU:
-    case BORA_OP_GELU_TANH: break;
+        EACH_UNARY(BORA_OP_NEG, vneg);
+        EACH_UNARY(BORA_OP_EXP, vexp);
+        EACH_UNARY(BORA_OP_TANH, vtanh);
+        EACH_UNARY(BORA_OP_SIGMOID, vsigmoid);
+        EACH_UNARY(BORA_OP_RELU, vrelu);
+        EACH_UNARY(BORA_OP_SILU, vsilu);
+        EACH_UNARY(BORA_OP_GELU_TANH, vgelu_tanh);
     default: return 0;
     }
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        store16(y + i, vunary(op, load16(x + i)));
-    if (i < n)
-        store_tail(y + i, vunary(op, load_tail(x + i, n - i, 0.0f)), n - i);
-    return 1;
 }
+
+#define EACH_GRAD(OP)                                                                         \
+    case OP:                                                                                  \
+        for (; i + NL <= n; i += NL)                                                          \
+            storev(y + i, vact_grad(OP, loadv(x + i), loadv(dy + i)));                        \
+        if (i < n)                                                                            \
+            store_tail(                                                                       \
+                y + i,                                                                        \
+                vact_grad(OP, load_tail(x + i, n - i, 0.0f), load_tail(dy + i, n - i, 0.0f)), \
+                n - i);                                                                       \
+        return 1
 
 static int SIMD_FN(act_grad)(int op, float *y, const float *x, const float *dy, int64_t n)
 {
+    int64_t i = 0;
     switch (op) {
-    case BORA_OP_TANH:
-    case BORA_OP_SIGMOID:
-    case BORA_OP_RELU:
-    case BORA_OP_SILU:
-    case BORA_OP_GELU_TANH: break;
+        EACH_GRAD(BORA_OP_TANH);
+        EACH_GRAD(BORA_OP_SIGMOID);
+        EACH_GRAD(BORA_OP_RELU);
+        EACH_GRAD(BORA_OP_SILU);
+        EACH_GRAD(BORA_OP_GELU_TANH);
     default: return 0;
     }
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        store16(y + i, vact_grad(op, load16(x + i), load16(dy + i)));
-    if (i < n)
-        store_tail(y + i,
-                   vact_grad(op, load_tail(x + i, n - i, 0.0f), load_tail(dy + i, n - i, 0.0f)),
-                   n - i);
-    return 1;
 }
 
 static float SIMD_FN(max)(const float *x, int64_t n)
 {
-    v16f m = splat(-INFINITY);
+    vf m = splat(-INFINITY);
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        m = vmax(m, load16(x + i));
+    for (; i + NL <= n; i += NL)
+        m = vmax(m, loadv(x + i));
     if (i < n)
         m = vmax(m, load_tail(x + i, n - i, -INFINITY));
     float r = -INFINITY;
-    for (int k = 0; k < LANES; k++)
+    for (int k = 0; k < NL; k++)
         r = m[k] > r ? m[k] : r;
     return r;
 }
 
 /* 16 partial sums in double, lane k holding elements k, k+16, ...; added in order at the end. */
-static double finish16(v8d lo, v8d hi)
+static double finish16(const v8d *lo, const v8d *hi)
 {
     double s = 0;
     for (int k = 0; k < 8; k++)
-        s += lo[k];
+        s += (*lo)[k];
     for (int k = 0; k < 8; k++)
-        s += hi[k];
+        s += (*hi)[k];
     return s;
 }
 
-static inline void acc16(v8d *lo, v8d *hi, v16f v)
+/* Adds 16 values to the partial sums. */
+static inline void acc16(v8d *lo, v8d *hi, const float *v)
 {
     typedef float v8f __attribute__((vector_size(32)));
-    v8f a = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-    v8f b = {v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]};
+    v8f a, b;
+    memcpy(&a, v, sizeof a);
+    memcpy(&b, v + 8, sizeof b);
     *lo += __builtin_convertvector(a, v8d);
     *hi += __builtin_convertvector(b, v8d);
 }
@@ -237,47 +281,57 @@ static double SIMD_FN(sum)(const float *x, int64_t n)
     v8d lo = {0}, hi = {0};
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES)
-        acc16(&lo, &hi, load16(x + i));
-    if (i < n)
-        acc16(&lo, &hi, load_tail(x + i, n - i, 0.0f));
-    return finish16(lo, hi);
+        acc16(&lo, &hi, x + i);
+    if (i < n) {
+        float buf[LANES] = {0};
+        memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));
+        acc16(&lo, &hi, buf);
+    }
+    return finish16(&lo, &hi);
+}
+
+/* exp(x - shift) of 16 values (of which `have` are real, the rest -inf, exp 0) into e. */
+static inline void exp16(float *e, const float *x, int64_t have, float shift)
+{
+    for (int k = 0; k < LANES; k += NL) {
+        vf v = have >= k + NL ? loadv(x + k) : load_tail(x + k, have - k, -INFINITY);
+        storev(e + k, vexp(v - splat(shift)));
+    }
 }
 
 static double SIMD_FN(sum_exp)(const float *x, int64_t n, float shift)
 {
     v8d lo = {0}, hi = {0};
+    float e[LANES];
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        acc16(&lo, &hi, vexp(load16(x + i) - splat(shift)));
-    if (i < n)
-        acc16(&lo, &hi, vexp(load_tail(x + i, n - i, -INFINITY) - splat(shift)));
-    return finish16(lo, hi);
+    for (; i + LANES <= n; i += LANES) {
+        exp16(e, x + i, LANES, shift);
+        acc16(&lo, &hi, e);
+    }
+    if (i < n) {
+        exp16(e, x + i, n - i, shift);
+        acc16(&lo, &hi, e);
+    }
+    return finish16(&lo, &hi);
 }
 
 /* g = scale (exp(x - shift) zf - [i == target]), the gradient of a cross-entropy row. */
-static inline v16f xent_grad16(v16f x, int64_t i, float shift, float scale, float zf,
-                               int64_t target)
-{
-    const v16i iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    v16i hit = iota == (v16i){0} + (int32_t)(target - i);
-    v16f one = vsel(hit, splat(1.0f), splat(0.0f));
-    return splat(scale) * (vexp(x - splat(shift)) * splat(zf) - one);
-}
-
 static void SIMD_FN(xent_grad)(float *g, const float *x, int64_t n, float shift, float scale,
                                float zf, int64_t target)
 {
     int64_t i = 0;
-    if (target < 0 || target >= n)
-        target = -LANES; /* matches no lane */
-    for (; i + LANES <= n; i += LANES)
-        store16(g + i, xent_grad16(load16(x + i), i, shift, scale, zf,
-                                   target - i >= 0 && target - i < LANES ? target : -LANES));
+    for (; i + NL <= n; i += NL)
+        storev(g + i, splat(scale) * (vexp(loadv(x + i) - splat(shift)) * splat(zf)));
     if (i < n)
         store_tail(g + i,
-                   xent_grad16(load_tail(x + i, n - i, 0.0f), i, shift, scale, zf,
-                               target - i >= 0 && target - i < LANES ? target : -LANES),
+                   splat(scale) * (vexp(load_tail(x + i, n - i, 0.0f) - splat(shift)) * splat(zf)),
                    n - i);
+    if (target >= 0 && target < n) {
+        /* the same two roundings as the vector lanes: scale (e zf - 1) */
+        float e[NL];
+        storev(e, vexp(splat(x[target] - shift)) * splat(zf) - splat(1.0f));
+        g[target] = scale * e[0];
+    }
 }
 
 /* Arithmetic: every result correctly rounded (one IEEE operation per element), so the bits are
