@@ -1,7 +1,8 @@
 /* tests/backend/test_simd.c — the CPU backend's vectorised f32 loops (plugins/backends/cpu/
  * simd_t.h) against double-precision references: exp and tanh within 2 ulp over their whole
  * range and exact at the special values; the activations, their gradients, sums and the
- * cross-entropy gradient within stated tolerances; and the AVX-512 and AVX2 builds bitwise equal
+ * cross-entropy gradient within stated tolerances; the arithmetic loops (an array or a scalar as
+ * either operand) bitwise equal to one C operation per element; and the AVX-512 and AVX2 builds bitwise equal
  * to each other on every function (skipped, saying so, on a CPU without both). */
 #include "../test.h"
 #include "simd.h"
@@ -183,6 +184,53 @@ static void check_rows(const cpu_simd *s)
     free(g);
 }
 
+/* arith and arith_scalar: one correctly rounded operation per element, whatever the length. */
+static void check_arith(const cpu_simd *s)
+{
+    enum { N = 3001 };
+    float *x = malloc(sizeof(float) * N), *z = malloc(sizeof(float) * N);
+    float *y = malloc(sizeof(float) * N), *w = malloc(sizeof(float) * N);
+    float *fill = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) {
+        x[i] = uniform(-3.0f, 3.0f);
+        z[i] = uniform(0.1f, 2.0f) * (i % 3 ? 1.0f : -1.0f);
+    }
+    x[5] = 0.0f, x[6] = -0.0f, z[7] = 0.0f, x[8] = INFINITY;
+    static const int ops[] = {BORA_OP_ADD, BORA_OP_SUB, BORA_OP_MUL, BORA_OP_DIV};
+    const float sc = 0.3f;
+    int bad = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        int op = ops[k];
+        for (int64_t n = 1; n <= N; n += n < 40 ? 1 : 997) {
+            CHECK(s->arith(op, y, x, z, 0, n));
+            for (int64_t i = 0; i < n; i++) {
+                float r = op == BORA_OP_ADD   ? x[i] + z[i]
+                          : op == BORA_OP_SUB ? x[i] - z[i]
+                          : op == BORA_OP_MUL ? x[i] * z[i]
+                                              : x[i] / z[i];
+                bad |= memcmp(&r, &y[i], 4) != 0;
+            }
+            for (int first = 0; first < 2; first++) { /* the scalar as the second, then first */
+                for (int64_t i = 0; i < n; i++)
+                    fill[i] = sc;
+                CHECK(s->arith(op, y, first ? fill : x, first ? x : fill, 0, n));
+                CHECK(s->arith_scalar(op, w, x, sc, first, n));
+                bad |= memcmp(y, w, sizeof(float) * (size_t)n) != 0;
+            }
+        }
+    }
+    CHECK(!s->arith_scalar(BORA_OP_EXP, NULL, NULL, 0, 0, 0));
+    printf("%s arithmetic: %s\n", s->isa,
+           bad ? "DIFFERENT from one C operation per element"
+               : "the bits of one C operation per element");
+    CHECK(!bad);
+    free(x);
+    free(z);
+    free(y);
+    free(w);
+    free(fill);
+}
+
 /* Two tables give the same bits on the same inputs. */
 static void check_same_bits(const cpu_simd *a, const cpu_simd *b)
 {
@@ -248,6 +296,7 @@ int main(void)
         check_exp_tanh(tables[i]);
         check_activations(tables[i]);
         check_rows(tables[i]);
+        check_arith(tables[i]);
     }
     const char *forced = getenv("BORA_CPU_ISA");
     if (forced && *forced) /* BORA_CPU_ISA names the one chosen */

@@ -314,6 +314,27 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
                 const bora_kernel_args *a = &f->args[seg * steps + st];
                 const int32_t *sc = &f->scratch[st * BORA_FUSED_OPERANDS];
                 const float *in[2] = {NULL, NULL};
+                float *out = sc[a->n_inputs] >= 0 ? tiles + (size_t)sc[a->n_inputs] * FUSED_TILE
+                                                  : (float *)a->outputs[0].data + i0;
+                int op = (int)a->op;
+                /* a binary op with one scalar operand (a learning rate, say) and one array: one
+                 * loop over the array, no tile filled with the scalar */
+                int sk = -1;
+                if (a->n_inputs == 2 && b->simd->arith_scalar(op, NULL, NULL, 0, 0, 0))
+                    for (int k = 0; k < 2 && sk < 0; k++)
+                        if (sc[k] < 0 && is_bcast(&a->inputs[k], f->count[seg]))
+                            sk = k;
+                if (sk >= 0) {
+                    int o = 1 - sk;
+                    const bora_tensor_desc *t = &a->inputs[o];
+                    if (sc[o] >= 0 || !is_bcast(t, f->count[seg])) {
+                        const float *x = sc[o] >= 0 ? tiles + (size_t)sc[o] * FUSED_TILE
+                                                    : (const float *)t->data + i0;
+                        b->simd->arith_scalar(op, out, x, *(const float *)a->inputs[sk].data,
+                                              sk == 0, len);
+                        continue;
+                    }
+                }
                 for (uint32_t k = 0; k < a->n_inputs; k++) {
                     const bora_tensor_desc *t = &a->inputs[k];
                     if (sc[k] >= 0) {
@@ -328,9 +349,6 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
                         in[k] = (const float *)t->data + i0;
                     }
                 }
-                float *out = sc[a->n_inputs] >= 0 ? tiles + (size_t)sc[a->n_inputs] * FUSED_TILE
-                                                  : (float *)a->outputs[0].data + i0;
-                int op = (int)a->op;
                 if (op == BORA_OP_COPY) {
                     memmove(out, in[0], sizeof(float) * (size_t)len);
                     continue;

@@ -24,6 +24,9 @@ typedef struct cpu_simd {
      * y = value for FILL (x, z unused). Correctly rounded: the same bits as plain C loops. 0 for
      * any other op (y = NULL asks). */
     int (*arith)(int op, float *y, const float *x, const float *z, float value, int64_t n);
+    /* y = x op s (s_first: s op x) for ADD, SUB, MUL, DIV with one operand a scalar s: the same
+     * bits as arith over a filled array. 0 for any other op. */
+    int (*arith_scalar)(int op, float *y, const float *x, float s, int s_first, int64_t n);
 } cpu_simd;
 
 extern const cpu_simd cpu_simd_avx512, cpu_simd_avx2, cpu_simd_generic;

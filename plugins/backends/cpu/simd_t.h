@@ -390,6 +390,37 @@ static int SIMD_FN(arith)(int op, float *y, const float *x, const float *z, floa
     return 1;
 }
 
+static int SIMD_FN(arith_scalar)(int op, float *y, const float *x, float s, int s_first, int64_t n)
+{
+    switch (op) {
+    case BORA_OP_ADD:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] + s;
+        return 1;
+    case BORA_OP_MUL:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * s;
+        return 1;
+    case BORA_OP_SUB:
+        if (s_first)
+            for (int64_t i = 0; i < n; i++)
+                y[i] = s - x[i];
+        else
+            for (int64_t i = 0; i < n; i++)
+                y[i] = x[i] - s;
+        return 1;
+    case BORA_OP_DIV:
+        if (s_first)
+            for (int64_t i = 0; i < n; i++)
+                y[i] = s / x[i];
+        else
+            for (int64_t i = 0; i < n; i++)
+                y[i] = x[i] / s;
+        return 1;
+    default: return 0;
+    }
+}
+
 const cpu_simd SIMD_TABLE = {
     .isa = SIMD_ISA,
     .unary = SIMD_FN(unary),
@@ -399,4 +430,5 @@ const cpu_simd SIMD_TABLE = {
     .sum_exp = SIMD_FN(sum_exp),
     .xent_grad = SIMD_FN(xent_grad),
     .arith = SIMD_FN(arith),
+    .arith_scalar = SIMD_FN(arith_scalar),
 };
