@@ -1,7 +1,7 @@
 /* tests/backend/test_fast_f32.c — the CPU backend's fast f32 kernels at the sizes a model meets
  * (blocked attention on oneDNN, forward and backward; a tied embedding and LM head, whose weight
  * gradient is the head's product computed in the table's own order plus the embedding's
- * scatter-add) against the backend's f64 path on the same
+ * scatter-add; LayerNorm over dense rows) against the backend's f64 path on the same
  * values: a graph is built twice, in f32 and in f64, the f64 parameters are set to the f32 ones,
  * and the loss Σ out·w, its output and every parameter's gradient are compared (relative to the
  * largest magnitude of each tensor: 2e-5 forward, 1e-4 gradients). The f32 results must also be
@@ -22,9 +22,11 @@ typedef struct acase {
     int64_t B, H, T, S, E;
     int causal, segments, key_length; /* key_length: the runtime extent's value, 0: none */
     int q_strided;                    /* q given as (batch, position, heads, head_dim) */
-    int tied; /* not attention: ids (B, T) of a vocabulary of S into a table (S, E), then the
-               * logits against the same table */
+    int kind; /* TIED: ids (B, T) of a vocabulary of S into a table (S, E), then the logits
+               * against the same table; NORM: LayerNorm of (B, T, E) over E */
 } acase;
+
+enum { ATTENTION, TIED, NORM };
 
 static const acase cases[] = {
     {"causal 2x3x150x64", 2, 3, 150, 150, 64, 1, 0, 0, 0, 0},
@@ -33,7 +35,9 @@ static const acase cases[] = {
     {"segments", 2, 2, 100, 100, 16, 1, 1, 0, 0, 0},
     {"decode: 5 queries over a cache of 200, 170 filled", 2, 2, 5, 200, 16, 1, 0, 170, 0, 0},
     {"decode: one query", 1, 3, 1, 90, 64, 1, 0, 77, 0, 0},
-    {"tied embedding 2x300 over a vocabulary of 700x96", 2, 0, 300, 700, 96, 0, 0, 0, 0, 1},
+    {"tied embedding 2x300 over a vocabulary of 700x96", 2, 0, 300, 700, 96, 0, 0, 0, 0, TIED},
+    {"layernorm 3x70x200", 3, 0, 70, 0, 200, 0, 0, 0, 0, NORM},
+    {"layernorm 2x9x37 (rows shorter than 16 lanes twice)", 2, 0, 9, 0, 37, 0, 0, 0, 0, NORM},
 };
 
 static int32_t seg_of(int64_t b, int64_t t)
@@ -64,8 +68,18 @@ static bora_tensor *build_tied(bora_graph *g, const acase *c, int dt)
 static bora_tensor *build(bora_graph *g, const acase *c, int dt, bora_tensor **out)
 {
     const bora_graph_api *A = g->api;
-    if (c->tied) {
+    if (c->kind == TIED) {
         *out = build_tied(g, c, dt);
+        goto weigh;
+    }
+    if (c->kind == NORM) {
+        bora_axis xa[3] = {AX("batch", c->B), AX("position", c->T), AX("embed", c->E)};
+        bora_tensor *x = bora_param(g, "a", dt, 3, xa, bora_init_normal(1.0), 0);
+        bora_tensor *gm = bora_param(g, "b", dt, 1, xa + 2, bora_init_normal(1.0), 0);
+        bora_tensor *bt = bora_param(g, "c", dt, 1, xa + 2, bora_init_normal(1.0), 0);
+        /* columns shifted by up to ±40: rows whose mean is far from their spread */
+        x = bora_add(g, A->scale(g, x, 3.0), A->scale(g, A->unary(g, BORA_OP_TANH, bt), 40.0));
+        *out = A->layernorm(g, x, gm, bt, "embed", 1e-5);
         goto weigh;
     }
     bora_axis qa[4] = {AX("batch", c->B), AX("heads", c->H), AX("position", c->T),
@@ -166,7 +180,7 @@ static int run_case(const acase *c, int dt, int threads, const rig *from, result
         g_set_input(ge, "seg", seg, sizeof(int32_t) * (size_t)(c->B * c->T));
         free(seg);
     }
-    if (c->tied) {
+    if (c->kind == TIED) {
         int32_t *ids = malloc(sizeof(int32_t) * (size_t)(c->B * c->T));
         for (int64_t b = 0; b < c->B; b++)
             for (int64_t t = 0; t < c->T; t++)
@@ -185,11 +199,19 @@ static int run_case(const acase *c, int dt, int threads, const rig *from, result
     res->raw_out = malloc((size_t)n_out * es);
     CHECK(g_read(ge, eout, res->raw_out, (size_t)n_out * es) == BORA_OK);
     CHECK(g_run(g) == BORA_OK);
-    res->n_grads = r.store->param_bytes / es;
-    res->raw_grads = malloc(r.store->param_bytes);
-    memcpy(res->raw_grads, r.store->grad_ptr, r.store->param_bytes);
-    res->out = malloc(sizeof(double) * res->n_out);
+    /* the gradients slot by slot, in slot order (the padding between slots depends on dt) */
+    res->n_grads = 0;
+    for (size_t s = 0; s < r.store->n_slots; s++)
+        res->n_grads += r.store->slots[s].nbytes / es;
+    res->raw_grads = malloc(res->n_grads * es);
     res->grads = malloc(sizeof(double) * res->n_grads);
+    size_t at = 0;
+    for (size_t s = 0; s < r.store->n_slots; s++) {
+        const g_slot *sl = &r.store->slots[s];
+        memcpy((char *)res->raw_grads + at * es, r.store->grad_ptr + sl->offset, sl->nbytes);
+        at += sl->nbytes / es;
+    }
+    res->out = malloc(sizeof(double) * res->n_out);
     for (size_t i = 0; i < res->n_out; i++)
         res->out[i] =
             dt == BORA_DTYPE_F32 ? ((float *)res->raw_out)[i] : ((double *)res->raw_out)[i];
@@ -248,7 +270,7 @@ int main(int argc, char **argv)
         run_case(c, BORA_DTYPE_F32, 1, NULL, &f32_1, NULL);
         /* the loops of the reference kernel round differently: the fast path really ran */
         result ref = {0};
-        if (c->tied)
+        if (c->kind != ATTENTION)
             goto same_threads;
         setenv("BORA_CPU_REFERENCE_ATTENTION", "1", 1);
         run_case(c, BORA_DTYPE_F32, 2, NULL, &ref, NULL);

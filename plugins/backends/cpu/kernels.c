@@ -236,6 +236,16 @@ static bora_status scatter_add_any_f32(bora_backend *b, const bora_kernel_args *
     return fast_scatter_add_f32(b, a) == 0 ? BORA_OK : scatter_add_f32(b, a);
 }
 
+static bora_status layernorm_any_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return fast_layernorm_f32(b, a) == 0 ? BORA_OK : layernorm_f32(b, a);
+}
+
+static bora_status layernorm_grad_any_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return fast_layernorm_grad_f32(b, a) == 0 ? BORA_OK : layernorm_grad_f32(b, a);
+}
+
 static bora_status xent_any_f32(bora_backend *b, const bora_kernel_args *a)
 {
     int bad = 0, r = fast_xent_f32(b, a, &bad);
@@ -326,8 +336,8 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_SUM:
     case BORA_OP_MAX: return f64 ? reduce_f64 : reduce_any_f32;
     case BORA_OP_MATMUL: return f64 ? matmul_naive_f64 : matmul_f32;
-    case BORA_OP_LAYERNORM: PICK(layernorm);
-    case BORA_OP_LAYERNORM_GRAD: PICK(layernorm_grad);
+    case BORA_OP_LAYERNORM: return f64 ? layernorm_f64 : layernorm_any_f32;
+    case BORA_OP_LAYERNORM_GRAD: return f64 ? layernorm_grad_f64 : layernorm_grad_any_f32;
     case BORA_OP_SOFTMAX:
     case BORA_OP_LOG_SOFTMAX: PICK(softmax);
     case BORA_OP_XENT: return f64 ? xent_f64 : xent_any_f32;

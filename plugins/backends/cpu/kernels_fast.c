@@ -403,3 +403,84 @@ int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a)
     }
     return 0;
 }
+
+/* ---- LayerNorm over dense rows --------------------------------------------------------------- */
+
+/* Whether the last axis is dense and every row starts `ld` after the previous (rows > 1). */
+static int dense_rows(const bora_tensor_desc *t, int64_t *ld)
+{
+    int last = t->ndim - 1;
+    if (t->ndim < 1 || (t->dims[last] > 1 && t->strides[last] != 1))
+        return 0;
+    /* the leading axes collapse into one row axis */
+    int64_t step = -1, expect = -1;
+    for (int i = last - 1; i >= 0; i--) {
+        if (t->dims[i] == 1)
+            continue;
+        if (step < 0)
+            step = t->strides[i], expect = step * t->dims[i];
+        else if (t->strides[i] != expect)
+            return 0;
+        else
+            expect *= t->dims[i];
+    }
+    *ld = step < 0 ? t->dims[last] : step;
+    return *ld >= t->dims[last];
+}
+
+static int64_t rows_before_last(const bora_tensor_desc *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim - 1; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+int fast_layernorm_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *x = &a->inputs[0], *gm = &a->inputs[1], *bt = &a->inputs[2];
+    const bora_tensor_desc *y = &a->outputs[0];
+    int64_t ldx, ldy, n = x->dims[x->ndim - 1], rows = rows_before_last(x);
+    if (!dense_rows(x, &ldx) || !dense_rows(y, &ldy) ||
+        (n > 1 && (gm->strides[0] != 1 || bt->strides[0] != 1)))
+        return -1;
+    double eps = ((const bora_opt_norm *)a->options)->eps;
+    const float *xd = x->data, *gamma = gm->data, *beta = bt->data;
+    float *yd = y->data, *mean = a->outputs[1].data, *rstd = a->outputs[2].data;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        b->simd->ln_row(yd + r * ldy, xd + r * ldx, gamma, beta, n, eps, mean + r, rstd + r);
+    return 0;
+}
+
+/* Columns per job of LayerNorm's parameter gradients. */
+#define LN_COLS 64
+
+int fast_layernorm_grad_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *x = &a->inputs[0], *gm = &a->inputs[1], *dyd = &a->inputs[4];
+    const bora_tensor_desc *dx = &a->outputs[0], *dg = &a->outputs[1], *db = &a->outputs[2];
+    int64_t ldx, lddy, lddx, n = x->dims[x->ndim - 1], rows = rows_before_last(x);
+    if (!dense_rows(x, &ldx) || !dense_rows(dyd, &lddy) || !dense_rows(dx, &lddx) ||
+        (n > 1 && (gm->strides[0] != 1 || dg->strides[0] != 1 || db->strides[0] != 1)))
+        return -1;
+    const float *xd = x->data, *dy = dyd->data, *gamma = gm->data;
+    const float *mean = a->inputs[2].data, *rstd = a->inputs[3].data;
+    float *dxd = dx->data, *dgd = dg->data, *dbd = db->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        b->simd->ln_grad_row(dxd + r * lddx, xd + r * ldx, dy + r * lddy, gamma, n, (double)mean[r],
+                             (double)rstd[r]);
+    int64_t jobs = (n + LN_COLS - 1) / LN_COLS;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < jobs; j++) {
+        int64_t c0 = j * LN_COLS, w = n - c0 < LN_COLS ? n - c0 : LN_COLS;
+        double sg[LN_COLS] = {0}, sb[LN_COLS] = {0};
+        b->simd->ln_grad_cols(sg, sb, xd + c0, dy + c0, mean, rstd, rows, ldx, lddy, w);
+        for (int64_t i = 0; i < w; i++) {
+            dgd[c0 + i] = (float)sg[i];
+            dbd[c0 + i] = (float)sb[i];
+        }
+    }
+    return 0;
+}

@@ -12,6 +12,10 @@ int fast_sum_f32(bora_backend *b, const bora_kernel_args *a);
 /* the embedding's gradient: zero the table, then each fixed block of columns adds the rows in
  * order (the reference's order per element) */
 int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a);
+/* LayerNorm and its gradient over rows dense in their last axis (16 double lanes per row sum,
+ * parameter gradients by fixed blocks of columns, rows in order) */
+int fast_layernorm_f32(bora_backend *b, const bora_kernel_args *a);
+int fast_layernorm_grad_f32(bora_backend *b, const bora_kernel_args *a);
 /* A fused elementwise group, tile by tile (BORA_ERR_UNSUPPORTED for a step it has no loop for). */
 bora_status cpu_run_fused(bora_backend *b, const bora_fused *f);
 /* attention.c: blocks of query rows on sgemm; -3 when oneDNN fails */

@@ -27,6 +27,17 @@ typedef struct cpu_simd {
     /* y = x op s (s_first: s op x) for ADD, SUB, MUL, DIV with one operand a scalar s: the same
      * bits as arith over a filled array. 0 for any other op. */
     int (*arith_scalar)(int op, float *y, const float *x, float s, int s_first, int64_t n);
+    /* LayerNorm of one row: y = (x - mean) rstd gamma + beta, mean and rstd (from the variance
+     * plus eps) in double from 16 partial sums; writes the row's mean and rstd. */
+    void (*ln_row)(float *y, const float *x, const float *gamma, const float *beta, int64_t n,
+                   double eps, float *mean, float *rstd);
+    /* Its gradient for one row: dx = rstd (g - Σg/n - xhat Σ(g xhat)/n), g = dy gamma. */
+    void (*ln_grad_row)(float *dx, const float *x, const float *dy, const float *gamma, int64_t n,
+                        double mean, double rstd);
+    /* dgamma += Σ_r dy xhat, dbeta += Σ_r dy over `rows` rows (in order) of w columns; row r
+     * of x and dy starts at r ld_x and r ld_dy. */
+    void (*ln_grad_cols)(double *dg, double *db, const float *x, const float *dy, const float *mean,
+                         const float *rstd, int64_t rows, int64_t ld_x, int64_t ld_dy, int64_t w);
 } cpu_simd;
 
 extern const cpu_simd cpu_simd_avx512, cpu_simd_avx2, cpu_simd_generic;

@@ -421,6 +421,86 @@ static int SIMD_FN(arith_scalar)(int op, float *y, const float *x, float s, int 
     }
 }
 
+/* ---- LayerNorm rows: sums over a row in 16 double lanes (element i in lane i % 16), the lanes
+ * added in order; the loops over one block of 16 are left to the vectoriser. ---- */
+
+static double lanes_total(const double *acc)
+{
+    double s = 0;
+    for (int k = 0; k < LANES; k++)
+        s += acc[k];
+    return s;
+}
+
+static void SIMD_FN(ln_row)(float *y, const float *x, const float *gamma, const float *beta,
+                            int64_t n, double eps, float *mean, float *rstd)
+{
+    double acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++)
+            acc[k] += (double)x[i + k];
+    for (int k = 0; i + k < n; k++)
+        acc[k] += (double)x[i + k];
+    double m = lanes_total(acc) / (double)n;
+    double var[LANES] = {0};
+    for (i = 0; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++) {
+            double d = (double)x[i + k] - m;
+            var[k] += d * d;
+        }
+    for (int k = 0; i + k < n; k++) {
+        double d = (double)x[i + k] - m;
+        var[k] += d * d;
+    }
+    double rs = 1.0 / __builtin_sqrt(lanes_total(var) / (double)n + eps);
+    for (i = 0; i < n; i++)
+        y[i] = (float)(((double)x[i] - m) * rs * (double)gamma[i] + (double)beta[i]);
+    *mean = (float)m;
+    *rstd = (float)rs;
+}
+
+static void SIMD_FN(ln_grad_row)(float *dx, const float *x, const float *dy, const float *gamma,
+                                 int64_t n, double mean, double rstd)
+{
+    double a1[LANES] = {0}, a2[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++) {
+            double xhat = ((double)x[i + k] - mean) * rstd;
+            double g = (double)dy[i + k] * (double)gamma[i + k];
+            a1[k] += g;
+            a2[k] += g * xhat;
+        }
+    for (int k = 0; i + k < n; k++) {
+        double xhat = ((double)x[i + k] - mean) * rstd;
+        double g = (double)dy[i + k] * (double)gamma[i + k];
+        a1[k] += g;
+        a2[k] += g * xhat;
+    }
+    double s1 = lanes_total(a1) / (double)n, s2 = lanes_total(a2) / (double)n;
+    for (i = 0; i < n; i++) {
+        double xhat = ((double)x[i] - mean) * rstd;
+        double g = (double)dy[i] * (double)gamma[i];
+        dx[i] = (float)(rstd * (g - s1 - xhat * s2));
+    }
+}
+
+static void SIMD_FN(ln_grad_cols)(double *restrict dg, double *restrict db, const float *x,
+                                  const float *dy, const float *mean, const float *rstd,
+                                  int64_t rows, int64_t ld_x, int64_t ld_dy, int64_t w)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ld_x, *dr = dy + r * ld_dy;
+        double m = (double)mean[r], rs = (double)rstd[r];
+        for (int64_t i = 0; i < w; i++) {
+            double xhat = ((double)xr[i] - m) * rs;
+            dg[i] += (double)dr[i] * xhat;
+            db[i] += (double)dr[i];
+        }
+    }
+}
+
 const cpu_simd SIMD_TABLE = {
     .isa = SIMD_ISA,
     .unary = SIMD_FN(unary),
@@ -431,4 +511,7 @@ const cpu_simd SIMD_TABLE = {
     .xent_grad = SIMD_FN(xent_grad),
     .arith = SIMD_FN(arith),
     .arith_scalar = SIMD_FN(arith_scalar),
+    .ln_row = SIMD_FN(ln_row),
+    .ln_grad_row = SIMD_FN(ln_grad_row),
+    .ln_grad_cols = SIMD_FN(ln_grad_cols),
 };
