@@ -12,6 +12,55 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The PAD or CONCAT node (op) whose output v is, or NULL. */
+static gnode *made_by(gval *v, int op)
+{
+    return v && v->node && v->node->op == op && v->node->out[0] == v ? v->node : NULL;
+}
+
+/* Appends x to parts, or x's own parts when x is a concat along axis ax. */
+static int add_parts(gval *x, int ax, gval **parts, int n)
+{
+    gnode *c = made_by(x, BORA_OP_CONCAT);
+    if (!c || c->opt.pad.axis != ax)
+        return n < G_MAX_IN ? (parts[n] = x, n + 1) : G_MAX_IN + 1;
+    for (int i = 0; i < c->nin; i++)
+        n = add_parts(c->in[i], ax, parts, n);
+    return n;
+}
+
+/* pad(a) + pad(b) over adjacent ranges of one axis (the gradients of a tensor's slices: q, k and
+ * v of one projection) as one pad of concat(a, b), or the concat alone once it fills the axis:
+ * no zeros written and added. The sum had one term per element besides zeros, so the values are
+ * the same (a zero's sign aside). NULL when the two are not such pads. */
+static gval *join_pads(g_graph *g, gval *have, gval *dv)
+{
+    gnode *p = made_by(have, BORA_OP_PAD), *q = made_by(dv, BORA_OP_PAD);
+    if (!p || !q || p->opt.pad.axis != q->opt.pad.axis || have->dtype != dv->dtype ||
+        have->ndim != dv->ndim)
+        return NULL;
+    for (int i = 0; i < have->ndim; i++)
+        if (have->dims[i] != dv->dims[i] || have->names[i] != dv->names[i])
+            return NULL;
+    int ax = p->opt.pad.axis;
+    gval *a = p->in[0], *b = q->in[0];
+    int64_t sa = p->opt.pad.start, sb = q->opt.pad.start, start;
+    gval *parts[G_MAX_IN + 1];
+    int n;
+    if (sa + a->dims[ax] == sb)
+        start = sa, n = add_parts(b, ax, parts, add_parts(a, ax, parts, 0));
+    else if (sb + b->dims[ax] == sa)
+        start = sb, n = add_parts(a, ax, parts, add_parts(b, ax, parts, 0));
+    else
+        return NULL;
+    if (n > G_MAX_IN)
+        return NULL;
+    gval *c = g->pub.api->concat(&g->pub, have->names[ax], n, parts);
+    if (!c || c->dims[ax] == have->dims[ax])
+        return c;
+    return g_pad(g, c, have, ax, start);
+}
+
 /* Add dv to v's gradient (aligned by name). */
 static void acc(g_graph *g, gval *v, gval *dv)
 {
@@ -19,10 +68,11 @@ static void acc(g_graph *g, gval *v, gval *dv)
         return;
     if (dv->dtype != v->dtype)
         dv = g->pub.api->cast(&g->pub, dv, v->dtype);
+    gval *joined = v->grad ? join_pads(g, v->grad, dv) : NULL;
     if (!v->grad)
         v->grad = g_permute(g, dv, v->ndim, v->names);
     else
-        v->grad = g_binary(g, BORA_OP_ADD, v->grad, dv);
+        v->grad = joined ? joined : g_binary(g, BORA_OP_ADD, v->grad, dv);
 }
 
 static gval *in_order(g_graph *g, gval *dv, const gval *like)
