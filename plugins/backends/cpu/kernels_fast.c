@@ -239,11 +239,7 @@ int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
     for (int64_t blk = 0; blk < blocks; blk++) {
         int64_t c0 = blk * COLS, nc = n_out - c0 < COLS ? n_out - c0 : COLS;
         double acc[COLS] = {0};
-        for (int64_t j = 0; j < n_red; j++) {
-            const float *row = xd + j * s_red + c0;
-            for (int64_t c = 0; c < nc; c++)
-                acc[c] += (double)row[c];
-        }
+        b->simd->col_sums(acc, xd + c0, n_red, s_red, nc);
         for (int64_t c = 0; c < nc; c++)
             od[c0 + c] = (float)acc[c];
     }

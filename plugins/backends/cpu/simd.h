@@ -27,6 +27,8 @@ typedef struct cpu_simd {
     /* y = x op s (s_first: s op x) for ADD, SUB, MUL, DIV with one operand a scalar s: the same
      * bits as arith over a filled array. 0 for any other op. */
     int (*arith_scalar)(int op, float *y, const float *x, float s, int s_first, int64_t n);
+    /* acc[c] += Σ_r x[r ld + c] for c < w, rows in order (a column sum, exactly as a plain loop) */
+    void (*col_sums)(double *acc, const float *x, int64_t rows, int64_t ld, int64_t w);
     /* LayerNorm of one row: y = (x - mean) rstd gamma + beta, mean and rstd (from the variance
      * plus eps) in double from 16 partial sums; writes the row's mean and rstd. */
     void (*ln_row)(float *y, const float *x, const float *gamma, const float *beta, int64_t n,

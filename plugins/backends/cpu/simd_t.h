@@ -421,6 +421,14 @@ static int SIMD_FN(arith_scalar)(int op, float *y, const float *x, float s, int 
     }
 }
 
+static void SIMD_FN(col_sums)(double *restrict acc, const float *x, int64_t rows, int64_t ld,
+                              int64_t w)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < w; c++)
+            acc[c] += (double)x[r * ld + c];
+}
+
 /* ---- LayerNorm rows: sums over a row in 16 double lanes (element i in lane i % 16), the lanes
  * added in order; the loops over one block of 16 are left to the vectoriser. ---- */
 
@@ -511,6 +519,7 @@ const cpu_simd SIMD_TABLE = {
     .xent_grad = SIMD_FN(xent_grad),
     .arith = SIMD_FN(arith),
     .arith_scalar = SIMD_FN(arith_scalar),
+    .col_sums = SIMD_FN(col_sums),
     .ln_row = SIMD_FN(ln_row),
     .ln_grad_row = SIMD_FN(ln_grad_row),
     .ln_grad_cols = SIMD_FN(ln_grad_cols),
