@@ -131,13 +131,10 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
                     lp[(t0 + r) * l->strides[2]] = -INFINITY;
                     continue;
                 }
-                for (int64_t s = 0; s < n; s++)
-                    row[s] -= m;
+                simd->arith_scalar(BORA_OP_SUB, row, row, m, 0, n);
                 simd->unary(BORA_OP_EXP, row, row, n);
                 double sum = simd->sum(row, n);
-                float inv = (float)(1.0 / sum);
-                for (int64_t s = 0; s < n; s++)
-                    row[s] *= inv;
+                simd->arith_scalar(BORA_OP_MUL, row, row, (float)(1.0 / sum), 0, n);
                 lp[(t0 + r) * l->strides[2]] = (float)((double)m + log(sum));
             }
             if (n > 0) {
@@ -219,16 +216,16 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
                         continue;
                     }
                     att_mask_row(&sh, bi, t0 + r, pr, n);
-                    for (int64_t s = 0; s < n; s++)
-                        pr[s] -= lse;
+                    simd->arith_scalar(BORA_OP_SUB, pr, pr, lse, 0, n);
                     simd->unary(BORA_OP_EXP, pr, pr, n);
                     const float *dor = db + (t0 + r) * ldd, *orow = ob + (t0 + r) * ldo;
                     double d = 0;
                     for (int64_t e = 0; e < E; e++)
                         d += (double)dor[e] * (double)orow[e];
                     D[r] = (float)d;
-                    for (int64_t s = 0; s < n; s++)
-                        dpr[s] = pr[s] * (dpr[s] - D[r]); /* dS */
+                    /* dS = P (dP - D), each operation rounded as a plain loop would */
+                    simd->arith_scalar(BORA_OP_SUB, dpr, dpr, D[r], 0, n);
+                    simd->arith(BORA_OP_MUL, dpr, pr, dpr, 0, n);
                 }
                 /* dV += Pᵀ dO, dQ = scale·dS K, dK += scale·dSᵀ Q */
                 bad |= sgemm('T', 'N', n, E, rows, 1.0f, P, n, db + t0 * ldd, ldd, 1.0f, dvb, lddv);
