@@ -68,11 +68,12 @@ static void acc(g_graph *g, gval *v, gval *dv)
         return;
     if (dv->dtype != v->dtype)
         dv = g->pub.api->cast(&g->pub, dv, v->dtype);
-    gval *joined = v->grad ? join_pads(g, v->grad, dv) : NULL;
-    if (!v->grad)
+    if (!v->grad) {
         v->grad = g_permute(g, dv, v->ndim, v->names);
-    else
+    } else {
+        gval *joined = join_pads(g, v->grad, dv);
         v->grad = joined ? joined : g_binary(g, BORA_OP_ADD, v->grad, dv);
+    }
 }
 
 static gval *in_order(g_graph *g, gval *dv, const gval *like)
@@ -129,12 +130,6 @@ static gval *matmul_t(g_graph *g, gval *p, gval *q, int tp, int tq)
         q = g_permute(g, q, 3, t);
     }
     return p && q ? g_matmul3(g, p, q) : NULL;
-}
-
-/* A transposed gradient seen in the order of the operand it belongs to. */
-static gval *transposed(g_graph *g, gval *dt, const gval *like)
-{
-    return dt ? g_permute(g, dt, like->ndim, like->names) : NULL;
 }
 
 static void view_backward(g_graph *g, gnode *n)
@@ -233,12 +228,12 @@ static void op_backward(g_graph *g, gnode *n)
         if (x->requires_grad)
             acc(g, x,
                 x->strides[1] == 1 && x->dims[1] > 1 && x->dims[2] > 1
-                    ? transposed(g, matmul_t(g, b, dy, 0, 1), x)
+                    ? in_order(g, matmul_t(g, b, dy, 0, 1), x)
                     : matmul_t(g, dy, b, 0, 1));
         if (b->requires_grad)
             acc(g, b,
                 b->strides[1] == 1 && b->dims[1] > 1 && b->dims[2] > 1
-                    ? transposed(g, matmul_t(g, dy, x, 1, 0), b)
+                    ? in_order(g, matmul_t(g, dy, x, 1, 0), b)
                     : matmul_t(g, x, dy, 1, 0));
         break;
     }

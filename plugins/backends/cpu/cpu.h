@@ -12,6 +12,15 @@ struct bora_backend {
     const cpu_simd *simd; /* the vectorised loops for this CPU */
 };
 
+/* Rows of t: the product of every axis but the last. */
+static inline int64_t cpu_rows_of(const bora_tensor_desc *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim - 1; i++)
+        n *= t->dims[i];
+    return n;
+}
+
 bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dtypes, uint32_t n);
 
 #endif

@@ -37,14 +37,6 @@ static void walk_init(walk *w, const bora_tensor_desc *out, const bora_tensor_de
         w->inner_stride[k] = out->ndim ? w->strides[k][out->ndim - 1] : 0;
 }
 
-static int64_t rows_of(const bora_tensor_desc *t)
-{
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim - 1; i++)
-        n *= t->dims[i];
-    return n;
-}
-
 static void walk_row(const walk *w, int64_t r, int64_t off[5])
 {
     for (int k = 0; k < w->nops; k++)

@@ -80,7 +80,7 @@ int fast_elementwise_f32(bora_backend *b, const bora_kernel_args *a)
     for (int k = 0; k < nin; k++)
         if (a->inputs[k].dims[last] > 1 && a->inputs[k].strides[last] != 1)
             return -1;
-    int64_t rows = count_of(o) / (o->dims[last] ? o->dims[last] : 1), n = o->dims[last];
+    int64_t rows = cpu_rows_of(o), n = o->dims[last];
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         int64_t off[3] = {0, 0, 0}, rem = r;
@@ -402,7 +402,8 @@ int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a)
 
 /* ---- LayerNorm over dense rows --------------------------------------------------------------- */
 
-/* Whether the last axis is dense and every row starts `ld` after the previous (rows > 1). */
+/* Whether the last axis is dense and the leading axes collapse into one row axis, row r starting
+ * at r ld. */
 static int dense_rows(const bora_tensor_desc *t, int64_t *ld)
 {
     int last = t->ndim - 1;
@@ -424,19 +425,11 @@ static int dense_rows(const bora_tensor_desc *t, int64_t *ld)
     return *ld >= t->dims[last];
 }
 
-static int64_t rows_before_last(const bora_tensor_desc *t)
-{
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim - 1; i++)
-        n *= t->dims[i];
-    return n;
-}
-
 int fast_layernorm_f32(bora_backend *b, const bora_kernel_args *a)
 {
     const bora_tensor_desc *x = &a->inputs[0], *gm = &a->inputs[1], *bt = &a->inputs[2];
     const bora_tensor_desc *y = &a->outputs[0];
-    int64_t ldx, ldy, n = x->dims[x->ndim - 1], rows = rows_before_last(x);
+    int64_t ldx, ldy, n = x->dims[x->ndim - 1], rows = cpu_rows_of(x);
     if (!dense_rows(x, &ldx) || !dense_rows(y, &ldy) ||
         (n > 1 && (gm->strides[0] != 1 || bt->strides[0] != 1)))
         return -1;
@@ -456,7 +449,7 @@ int fast_layernorm_grad_f32(bora_backend *b, const bora_kernel_args *a)
 {
     const bora_tensor_desc *x = &a->inputs[0], *gm = &a->inputs[1], *dyd = &a->inputs[4];
     const bora_tensor_desc *dx = &a->outputs[0], *dg = &a->outputs[1], *db = &a->outputs[2];
-    int64_t ldx, lddy, lddx, n = x->dims[x->ndim - 1], rows = rows_before_last(x);
+    int64_t ldx, lddy, lddx, n = x->dims[x->ndim - 1], rows = cpu_rows_of(x);
     if (!dense_rows(x, &ldx) || !dense_rows(dyd, &lddy) || !dense_rows(dx, &lddx) ||
         (n > 1 && (gm->strides[0] != 1 || dg->strides[0] != 1 || db->strides[0] != 1)))
         return -1;

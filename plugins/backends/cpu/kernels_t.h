@@ -163,7 +163,7 @@ static bora_status K(softmax)(bora_backend *b, const bora_kernel_args *a)
 {
     (void)b;
     const bora_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    int64_t rows = rows_of(x), n = x->dims[x->ndim - 1];
+    int64_t rows = cpu_rows_of(x), n = x->dims[x->ndim - 1];
     int64_t sx = x->strides[x->ndim - 1], so = o->strides[o->ndim - 1];
     int log_ = a->op == BORA_OP_LOG_SOFTMAX;
 #pragma omp parallel for schedule(static)
@@ -188,7 +188,7 @@ static bora_status K(layernorm)(bora_backend *b, const bora_kernel_args *a)
     const bora_tensor_desc *x = &a->inputs[0], *gm = &a->inputs[1], *bt = &a->inputs[2];
     const bora_tensor_desc *y = &a->outputs[0], *mu = &a->outputs[1], *rs = &a->outputs[2];
     double eps = ((const bora_opt_norm *)a->options)->eps;
-    int64_t rows = rows_of(x), n = x->dims[x->ndim - 1];
+    int64_t rows = cpu_rows_of(x), n = x->dims[x->ndim - 1];
     int64_t sx = x->strides[x->ndim - 1], sy = y->strides[y->ndim - 1];
     const T *gamma = gm->data, *beta = bt->data;
     int64_t sg = gm->strides[0], sb = bt->strides[0];
@@ -222,7 +222,7 @@ static bora_status K(layernorm_grad)(bora_backend *b, const bora_kernel_args *a)
     const bora_tensor_desc *x = &a->inputs[0], *gm = &a->inputs[1], *dyd = &a->inputs[4];
     const T *mean = a->inputs[2].data, *rstd = a->inputs[3].data, *gamma = gm->data;
     const bora_tensor_desc *dx = &a->outputs[0], *dg = &a->outputs[1], *db = &a->outputs[2];
-    int64_t rows = rows_of(x), n = x->dims[x->ndim - 1];
+    int64_t rows = cpu_rows_of(x), n = x->dims[x->ndim - 1];
     int64_t sx = x->strides[x->ndim - 1], sdy = dyd->strides[dyd->ndim - 1];
     int64_t sdx = dx->strides[dx->ndim - 1], sg = gm->strides[0];
 #pragma omp parallel for schedule(static)

@@ -120,20 +120,6 @@ static inline __attribute__((always_inline)) vf vsigmoid(vf x)
     return splat(1.0f) / (splat(1.0f) + vexp(-x));
 }
 
-static inline __attribute__((always_inline)) vf vunary(int op, vf x)
-{
-    switch (op) {
-    case BORA_OP_NEG: return -x;
-    case BORA_OP_EXP: return vexp(x);
-    case BORA_OP_TANH: return vtanh(x);
-    case BORA_OP_SIGMOID: return vsigmoid(x);
-    case BORA_OP_RELU: return vsel(x > splat(0.0f), x, splat(0.0f));
-    case BORA_OP_SILU: return x * vsigmoid(x);
-    case BORA_OP_GELU_TANH: return vgelu_tanh(x);
-    default: return x;
-    }
-}
-
 static inline __attribute__((always_inline)) vf vact_grad(int op, vf x, vf dy)
 {
     switch (op) {
