@@ -1864,7 +1864,8 @@ const char *g_op_name(int op)
                                         "concat",
                                         "one_hot",
                                         "attention_bias",
-                                        "write_slice"};
+                                        "write_slice",
+                                        "cross_entropy_fused"};
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];
     switch (op) {

@@ -39,6 +39,119 @@ static void mark_needed(g_graph *g, char *needed)
     }
 }
 
+/* Whether the backend has a kernel for op over these operands' dtypes. */
+static int has_kernel(g_graph *g, int op, gval *const *operands, int n)
+{
+    int32_t dtypes[G_MAX_IN + G_MAX_OUT];
+    for (int k = 0; k < n; k++)
+        dtypes[k] = operands[k]->dtype;
+    return g->store->ops->kernel(g->store->backend, (uint32_t)op, dtypes, (uint32_t)n) != NULL;
+}
+
+/* Whether y's gradient may be written over x's storage: x is the whole of a dense arena base
+ * that no node but a and b reads (views are not readers) and that is not the output. */
+static int may_overwrite(const g_graph *g, const gval *x, const gnode *a, const gnode *b)
+{
+    const gval *base = x->base;
+    if (base->storage != S_ARENA || base == g->output->base || x->offset != 0 || x->ndim != 2 ||
+        g_numel(x) != g_numel(base) || (x->dims[1] > 1 && x->strides[1] != 1) ||
+        (x->dims[0] > 1 && x->strides[0] != x->dims[1]))
+        return 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = g->nodes[i];
+        if (n == a || n == b || n->op == G_VIEW)
+            continue;
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k]->base == base)
+                return 0;
+    }
+    return 1;
+}
+
+/* Cross-entropy and its gradient as one node, BORA_OP_XENT_FUSED, at the forward node's place,
+ * writing the gradient over the logits: one pass over them instead of three, and no second
+ * buffer the size of the logits. Done where the backend has the kernel, nothing else reads the
+ * logits, and the upstream gradient (dloss) does not depend on the loss — the nodes computing it
+ * (a fill and a scale, from inputs) move before the forward node. BORA_NO_FUSION turns it off.
+ * 0, or -1 out of memory. */
+static int fuse_xent(g_graph *g)
+{
+    for (size_t yi = 0; yi < g->n_nodes; yi++) {
+        gnode *Y = g->nodes[yi];
+        if (Y->op != BORA_OP_XENT_GRAD || Y->nin != 4 || Y->nout != 1)
+            continue;
+        gval *x = Y->in[0], *lse = Y->in[2], *dloss = Y->in[3], *dl = Y->out[0];
+        gnode *X = lse->node;
+        if (!X || X->op != BORA_OP_XENT || X->nin != 2 || X->nout != 2 || X->out[1] != lse ||
+            X->in[0] != x || X->in[1] != Y->in[1] ||
+            memcmp(&X->opt.xent, &Y->opt.xent, sizeof X->opt.xent) || dl->base != dl ||
+            dl->dtype != x->dtype || !may_overwrite(g, x, X, Y))
+            continue;
+        gval *operands[6] = {x, X->in[1], dloss, X->out[0], lse, dl};
+        if (!has_kernel(g, BORA_OP_XENT_FUSED, operands, 6))
+            continue;
+        /* the nodes after X that dloss depends on; none may be X */
+        char *move = calloc(g->n_nodes, 1);
+        gnode **stack = malloc(g->n_nodes * sizeof *stack);
+        gnode **order = malloc(g->n_nodes * sizeof *order);
+        if (!move || !stack || !order) {
+            free(move);
+            free(stack);
+            free(order);
+            return -1;
+        }
+        size_t top = 0;
+        int loops = 0;
+        if (dloss->node && dloss->node->id > X->id) {
+            move[dloss->node->id] = 1;
+            stack[top++] = dloss->node;
+        }
+        while (top && !loops) { /* each node is pushed once, when first marked */
+            gnode *n = stack[--top];
+            for (int k = 0; k < n->nin; k++) {
+                gnode *m = n->in[k]->node;
+                loops |= m == X;
+                if (m && m->id > X->id && !move[m->id]) {
+                    move[m->id] = 1;
+                    stack[top++] = m;
+                }
+            }
+        }
+        if (!loops) {
+            size_t k = 0;
+            for (size_t i = 0; i < (size_t)X->id; i++)
+                order[k++] = g->nodes[i];
+            for (size_t i = (size_t)X->id + 1; i < g->n_nodes; i++)
+                if (move[i])
+                    order[k++] = g->nodes[i];
+            order[k++] = X;
+            for (size_t i = (size_t)X->id + 1; i < g->n_nodes; i++)
+                if (!move[i] && g->nodes[i] != Y)
+                    order[k++] = g->nodes[i];
+            memcpy(g->nodes, order, k * sizeof *order);
+            g->n_nodes = k;
+            for (size_t i = 0; i < k; i++)
+                g->nodes[i]->id = (int)i;
+            free(Y);
+            X->op = BORA_OP_XENT_FUSED;
+            X->in[X->nin++] = dloss;
+            X->out[X->nout++] = dl;
+            /* dl and its views move onto the logits' storage, whose layout dl's is (x is the
+             * whole dense base, offset 0) */
+            dl->node = X;
+            for (size_t v = 0; v < g->n_vals; v++)
+                if (g->vals[v]->base == dl && g->vals[v] != dl)
+                    g->vals[v]->base = x->base;
+            dl->base = x->base;
+            yi = 0; /* ids moved: look again from the start */
+        }
+        free(move);
+        free(stack);
+        free(order);
+    }
+    return 0;
+}
+
 typedef struct interval {
     gval *v;
     size_t bytes;
@@ -62,6 +175,13 @@ bora_status g_finalize(g_graph *g)
     char *needed = calloc(g->n_nodes ? g->n_nodes : 1, 1);
     interval *iv = calloc(g->n_vals ? g->n_vals : 1, sizeof *iv);
     if (!needed || !iv) {
+        free(needed);
+        free(iv);
+        return g_fail(g, "out of memory");
+    }
+    const char *nf = getenv("BORA_NO_FUSION");
+    int fusion = !(nf && *nf && strcmp(nf, "0"));
+    if (fusion && fuse_xent(g)) {
         free(needed);
         free(iv);
         return g_fail(g, "out of memory");
@@ -116,8 +236,7 @@ bora_status g_finalize(g_graph *g)
         }
     }
     /* Fused groups, where the backend runs them and fusion is not turned off. */
-    const char *nf = getenv("BORA_NO_FUSION");
-    if (!g->status && ops->run_fused && !(nf && *nf && strcmp(nf, "0")) && g_plan_fusion(g, needed))
+    if (!g->status && ops->run_fused && fusion && g_plan_fusion(g, needed))
         g_fail(g, "out of memory");
     /* A group runs its nodes tile by tile at once: everything it touches lives in the arena
      * from its first node to its last. */

@@ -165,7 +165,12 @@ typedef enum bora_op {
      * (bora_opt_pad.axis), in place; the rest of dst unchanged. A start that leaves value past
      * dst's end fails the kernel with BORA_ERR_INVALID. */
     BORA_OP_WRITE_SLICE = 37,
-    BORA_OP_COUNT_ = 38 /* one past the last op id */
+    /* (logits (R, V), targets i32 (R), dloss ()) -> loss sum (), lse (R), dlogits (R, V) (ABI
+     * 1.4): XENT and XENT_GRAD in one pass over each row. dlogits may be logits' own storage:
+     * the host plans it so when nothing else reads the logits, and the kernel then writes the
+     * gradient over them. */
+    BORA_OP_XENT_FUSED = 38,
+    BORA_OP_COUNT_ = 39 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */

@@ -31,6 +31,7 @@ static bora_kernel_fn without_fused(bora_backend *b, uint32_t op, const int32_t 
     case BORA_OP_LOG_SOFTMAX:
     case BORA_OP_XENT:
     case BORA_OP_XENT_GRAD:
+    case BORA_OP_XENT_FUSED:
     case BORA_OP_ATTENTION:
     case BORA_OP_ATTENTION_GRAD: return NULL;
     default: return backend_kernel(b, op, dt, n);
@@ -294,13 +295,19 @@ static void r_softmax(rig *r, int v, double *out)
 }
 
 /* cross-entropy: logits (vocab, batch, position), targets (batch, position), one ignored;
- * variant 1 adds a z-loss. */
+ * odd variants add a z-loss. Variants 0, 1 read the parameter itself (vocab strided: the loss
+ * and its gradient run as two kernels); 2, 3 a dense (batch, position, vocab) copy of it, which
+ * nothing else reads, so the loss and gradient run as one kernel writing over the copy. */
 static bora_tensor *b_xent(bora_graph *g, int dt, int v)
 {
     bora_axis ax[3] = {AX("vocab", 5), AX("batch", 2), AX("position", 3)};
     bora_tensor *l = P(g, "a", dt, 3, ax);
     bora_tensor *t = bora_input(g, "targets", BORA_DTYPE_I32, 2, ax + 1);
-    bora_xent_opts o = {sizeof o, -100, v ? 0.01 : 0.0};
+    if (v >= 2) {
+        const char *order[3] = {"batch", "position", "vocab"};
+        l = g->api->contiguous(g, g->api->permute(g, l, 3, order));
+    }
+    bora_xent_opts o = {sizeof o, -100, v & 1 ? 0.01 : 0.0};
     return g->api->cross_entropy(g, l, t, "vocab", &o);
 }
 static void r_xent(rig *r, int v, double *out)
@@ -315,7 +322,7 @@ static void r_xent(rig *r, int v, double *out)
         for (int k = 0; k < 5; k++)
             s += exp(a[k * 6 + p] - m);
         double lse = m + log(s);
-        total += lse - a[targets6[p] * 6 + p] + (v ? 0.01 * lse * lse : 0);
+        total += lse - a[targets6[p] * 6 + p] + (v & 1 ? 0.01 * lse * lse : 0);
     }
     out[0] = total;
     free(a);
@@ -523,7 +530,7 @@ static const ocase cases[] = {
     {"dot", b_dot, r_dot, 4, 0},
     {"layernorm", b_layernorm, r_layernorm, 1, 0},
     {"softmax", b_softmax, r_softmax, 2, 0},
-    {"cross_entropy", b_xent, r_xent, 2, 0},
+    {"cross_entropy", b_xent, r_xent, 4, 0},
     {"embedding", b_embedding, r_embedding, 1, 0},
     {"attention", b_attention, r_attention, 4, 0},
     {"layout", b_layout, r_layout, 6, 1e-2}, /* variant 3 passes through f32: looser */

@@ -5,7 +5,8 @@
  * the same bits. The executor's report must show AdamW as one kernel per parameter group (a
  * group for the parameters with decay, one for those without) and the zeroing of gradients as
  * one more; and the fused step must move fewer bytes, because the update's intermediates stay in
- * scratch tiles.
+ * scratch tiles. Then cross-entropy with its gradient, one kernel over the logits in place
+ * against two (check_xent).
  *
  * usage: test_fusion PLUGIN_DIR */
 #include "../graph/rig.h"
@@ -123,6 +124,94 @@ static void run(const char *plugin_dir, int fused, outcome *o)
     unsetenv("BORA_NO_FUSION");
 }
 
+/* Cross-entropy with its gradient: an LM head (h (batch 2, position 7, embed 24) · w (embed 24,
+ * vocab 1003), so the logits are the product's dense output), the masked sum of -log p[target]
+ * with a z-loss over targets with one ignored, divided by a count fed as an input (the
+ * upstream gradient comes from an input, as in training). Fused, the loss and its gradient are
+ * one kernel writing over the logits; the loss and every gradient must be the bits of the two
+ * kernels with a separate gradient buffer, and the arena must shrink by about the logits' size. */
+typedef struct xent_outcome {
+    float loss;
+    float *grads;
+    size_t grad_bytes, arena, naive;
+    uint64_t runs_fused, runs_grad;
+} xent_outcome;
+
+static void run_xent(const char *plugin_dir, int fused, xent_outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    if (fused)
+        unsetenv("BORA_NO_FUSION");
+    else
+        setenv("BORA_NO_FUSION", "1", 1);
+    rig r;
+    rig_open(&r, plugin_dir, 2, 5);
+    g_graph *train = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *g = &train->pub;
+    bora_axis ha[3] = {{"batch", 2}, {"position", 7}, {"embed", 24}};
+    bora_axis wa[2] = {{"embed", 24}, {"vocab", 1003}};
+    bora_tensor *h = bora_param(g, "h", BORA_DTYPE_F32, 3, ha, bora_init_normal(1.0), 0);
+    bora_tensor *w = bora_param(g, "w", BORA_DTYPE_F32, 2, wa, bora_init_normal(1.0), 0);
+    const char *embed[] = {"embed"};
+    bora_tensor *logits = g->api->dot(g, h, w, 1, embed, NULL);
+    bora_tensor *t = bora_input(g, "targets", BORA_DTYPE_I32, 2, ha);
+    bora_xent_opts xo = {sizeof xo, -100, 1e-3};
+    bora_tensor *count = bora_input(g, "count", BORA_DTYPE_F32, 0, NULL);
+    bora_tensor *loss = bora_div(g, g->api->cross_entropy(g, logits, t, "vocab", &xo), count);
+    train->output = loss;
+    CHECK(g_autodiff(train, loss) == BORA_OK && g_finalize(train) == BORA_OK);
+    CHECK(g_store_materialize(r.store) == BORA_OK);
+    int32_t targets[14];
+    for (int i = 0; i < 14; i++)
+        targets[i] = i == 5 ? -100 : (int32_t)((i * 389 + 17) % 1003);
+    float n = 13;
+    CHECK(g_set_input(train, "targets", targets, sizeof targets) == BORA_OK);
+    CHECK(g_set_input(train, "count", &n, sizeof n) == BORA_OK);
+    CHECK(g_run(train) == BORA_OK && g_read(train, loss, &o->loss, sizeof o->loss) == BORA_OK);
+    o->grad_bytes = r.store->param_bytes;
+    o->grads = malloc(o->grad_bytes);
+    memcpy(o->grads, r.store->grad_ptr, o->grad_bytes);
+    o->arena = train->arena_bytes;
+    o->naive = train->naive_bytes;
+    o->runs_fused = train->op_runs[BORA_OP_XENT_FUSED];
+    o->runs_grad = train->op_runs[BORA_OP_XENT_GRAD];
+    g_graph_free(train);
+    rig_close(&r);
+    unsetenv("BORA_NO_FUSION");
+}
+
+static void check_xent(const char *plugin_dir)
+{
+    xent_outcome f, u;
+    run_xent(plugin_dir, 1, &f);
+    run_xent(plugin_dir, 0, &u);
+    printf("cross-entropy: loss %.7f; fused: %llu kernel, arena %zu bytes; unfused: %llu "
+           "gradient kernel, arena %zu bytes\n",
+           f.loss, (unsigned long long)f.runs_fused, f.arena, (unsigned long long)u.runs_grad,
+           u.arena);
+    CHECK(f.runs_fused == 1 && f.runs_grad == 0);
+    CHECK(u.runs_fused == 0 && u.runs_grad == 1);
+    CHECK(f.loss == u.loss && f.loss > 0);
+    CHECK(f.grads && u.grads && f.grad_bytes == u.grad_bytes);
+    if (f.grads && u.grads) {
+        size_t differ = 0, nonzero = 0;
+        for (size_t i = 0; i < f.grad_bytes / sizeof(float); i++) {
+            differ += memcmp(&f.grads[i], &u.grads[i], sizeof(float)) != 0;
+            nonzero += f.grads[i] != 0;
+        }
+        if (differ)
+            fprintf(stderr, "cross-entropy: %zu gradients differ fused and unfused\n", differ);
+        CHECK(differ == 0);
+        CHECK(nonzero > f.grad_bytes / sizeof(float) / 2);
+    }
+    /* no buffer for the gradient (the logits' bytes, 64-byte aligned), and a smaller peak */
+    size_t logits_bytes = (14 * 1003 * sizeof(float) + 63) & ~(size_t)63;
+    CHECK(u.naive == f.naive + logits_bytes);
+    CHECK(f.arena + logits_bytes * 9 / 10 <= u.arena);
+    free(f.grads);
+    free(u.grads);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -171,5 +260,6 @@ int main(int argc, char **argv)
     free(f.s);
     free(u.p);
     free(u.s);
+    check_xent(argv[1]);
     return test_summary("test_fusion");
 }

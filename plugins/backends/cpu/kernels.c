@@ -253,6 +253,16 @@ static bora_status xent_grad_any_f32(bora_backend *b, const bora_kernel_args *a)
     return fast_xent_grad_f32(b, a) == 0 ? BORA_OK : xent_grad_f32(b, a);
 }
 
+static bora_status xent_fused_any_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    int bad = 0, r = fast_xent_fused_f32(b, a, &bad);
+    if (r == -2)
+        return BORA_ERR_NOMEM;
+    if (r == 0)
+        return bad ? BORA_ERR_INVALID : BORA_OK;
+    return xent_fused_f32(b, a);
+}
+
 static bora_status attention_any_f32(bora_backend *b, const bora_kernel_args *a)
 {
     int r = a->op == BORA_OP_ATTENTION ? fast_attention_f32(b, a) : fast_attention_grad_f32(b, a);
@@ -294,8 +304,9 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     int f64 = ft == BORA_DTYPE_F64;
     /* Integer operands where an op takes them; every other operand is the float type. */
     for (uint32_t i = 0; i < n; i++) {
-        int int_ok =
-            (op == BORA_OP_XENT || op == BORA_OP_XENT_GRAD || op == BORA_OP_GATHER) && i == 1;
+        int int_ok = (op == BORA_OP_XENT || op == BORA_OP_XENT_GRAD || op == BORA_OP_XENT_FUSED ||
+                      op == BORA_OP_GATHER) &&
+                     i == 1;
         int_ok |= op == BORA_OP_SCATTER_ADD && i == 0;
         /* attention: 3 (grad: 6) float inputs, then i32 segment ids and key length, then
          * 2 (grad: 3) float outputs */
@@ -334,6 +345,10 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_LOG_SOFTMAX: PICK(softmax);
     case BORA_OP_XENT: return f64 ? xent_f64 : xent_any_f32;
     case BORA_OP_XENT_GRAD: return f64 ? xent_grad_f64 : xent_grad_any_f32;
+    case BORA_OP_XENT_FUSED:
+        if (n != 6) /* logits, targets, dloss -> loss, lse, dlogits */
+            return NULL;
+        return f64 ? xent_fused_f64 : xent_fused_any_f32;
     case BORA_OP_GATHER: PICK(gather);
     case BORA_OP_SCATTER_ADD: return f64 ? scatter_add_f64 : scatter_add_any_f32;
     case BORA_OP_ATTENTION:

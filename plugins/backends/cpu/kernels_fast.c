@@ -98,7 +98,44 @@ int fast_elementwise_f32(bora_backend *b, const bora_kernel_args *a)
 }
 
 /* Cross-entropy over dense rows of logits: the max, then the sum of exp(x - max) in 16 double
- * partial sums, lse = max + log(sum). */
+ * partial sums, lse = max + log(sum). One row: its lse (stored in f32) and its term of the loss;
+ * 1 when the target is out of range. */
+static int xent_row(const cpu_simd *s, const float *xr, int64_t V, int32_t tgt,
+                    const bora_opt_xent *opt, float *lse_out, double *term)
+{
+    float m = s->max(xr, V);
+    double lse = (double)m + log(s->sum_exp(xr, V, m));
+    *lse_out = (float)lse;
+    *term = 0;
+    if (tgt == opt->ignore_index)
+        return 0;
+    if (tgt < 0 || tgt >= V)
+        return 1;
+    *term = lse - (double)xr[tgt] + opt->z_loss * lse * lse;
+    return 0;
+}
+
+/* One row's gradient, dloss (softmax zf - onehot), from the row's lse as stored; g may be x. */
+static void xent_grad_row(const cpu_simd *s, float *g, const float *xr, int64_t V, int32_t tgt,
+                          const bora_opt_xent *opt, float lse, float dloss)
+{
+    if (tgt == opt->ignore_index || tgt < 0 || tgt >= V) {
+        memset(g, 0, sizeof(float) * (size_t)V);
+        return;
+    }
+    float zf = (float)(1.0 + 2.0 * opt->z_loss * (double)lse);
+    s->xent_grad(g, xr, V, lse, dloss, zf, tgt);
+}
+
+/* The loss: the rows' terms added in order, the same sum whatever the threads. */
+static float xent_total(const double *per_row, int64_t rows)
+{
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++)
+        total += per_row[r];
+    return (float)total;
+}
+
 int fast_xent_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target)
 {
     const bora_tensor_desc *x = &a->inputs[0], *t = &a->inputs[1];
@@ -115,24 +152,12 @@ int fast_xent_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = (const float *)x->data + r * x->strides[0];
         int32_t tgt = ((const int32_t *)t->data)[r * t->strides[0]];
-        float m = b->simd->max(xr, V);
-        double lse = (double)m + log(b->simd->sum_exp(xr, V, m));
-        lse_out[r] = (float)lse;
-        if (tgt == opt->ignore_index) {
-            per_row[r] = 0;
-        } else if (tgt < 0 || tgt >= V) {
-            per_row[r] = 0;
+        if (xent_row(b->simd, xr, V, tgt, opt, &lse_out[r], &per_row[r]))
 #pragma omp atomic write
             bad = 1;
-        } else {
-            per_row[r] = lse - (double)xr[tgt] + opt->z_loss * lse * lse;
-        }
     }
-    double total = 0;
-    for (int64_t r = 0; r < rows; r++) /* in order: the same sum whatever the threads */
-        total += per_row[r];
+    *(float *)a->outputs[0].data = xent_total(per_row, rows);
     free(per_row);
-    *(float *)a->outputs[0].data = (float)total;
     *bad_target = bad;
     return 0;
 }
@@ -142,22 +167,45 @@ int fast_xent_grad_f32(bora_backend *b, const bora_kernel_args *a)
     const bora_tensor_desc *x = &a->inputs[0], *t = &a->inputs[1], *o = &a->outputs[0];
     const float *lse = a->inputs[2].data;
     float dloss = *(const float *)a->inputs[3].data;
-    const bora_opt_xent *opt = a->options;
     int64_t rows = x->dims[0], V = x->dims[1];
     if ((x->strides[1] != 1 || o->strides[1] != 1) && V > 1)
         return -1;
 #pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        xent_grad_row(b->simd, (float *)o->data + r * o->strides[0],
+                      (const float *)x->data + r * x->strides[0], V,
+                      ((const int32_t *)t->data)[r * t->strides[0]], a->options, lse[r], dloss);
+    return 0;
+}
+
+/* Both at once, row by row while the row is in cache: its lse and loss term, then its gradient,
+ * over the logits themselves when dlogits is their storage. The same bits as the two kernels. */
+int fast_xent_fused_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target)
+{
+    const bora_tensor_desc *x = &a->inputs[0], *t = &a->inputs[1], *o = &a->outputs[2];
+    const bora_opt_xent *opt = a->options;
+    float dloss = *(const float *)a->inputs[2].data;
+    int64_t rows = x->dims[0], V = x->dims[1];
+    if ((x->strides[1] != 1 || o->strides[1] != 1) && V > 1)
+        return -1;
+    double *per_row = malloc(sizeof(double) * (size_t)(rows ? rows : 1));
+    if (!per_row)
+        return -2;
+    float *lse_out = a->outputs[1].data;
+    int bad = 0;
+#pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = (const float *)x->data + r * x->strides[0];
-        float *orow = (float *)o->data + r * o->strides[0];
         int32_t tgt = ((const int32_t *)t->data)[r * t->strides[0]];
-        if (tgt == opt->ignore_index || tgt < 0 || tgt >= V) {
-            memset(orow, 0, sizeof(float) * (size_t)V);
-            continue;
-        }
-        float zf = (float)(1.0 + 2.0 * opt->z_loss * (double)lse[r]);
-        b->simd->xent_grad(orow, xr, V, lse[r], dloss, zf, tgt);
+        if (xent_row(b->simd, xr, V, tgt, opt, &lse_out[r], &per_row[r]))
+#pragma omp atomic write
+            bad = 1;
+        xent_grad_row(b->simd, (float *)o->data + r * o->strides[0], xr, V, tgt, opt, lse_out[r],
+                      dloss);
     }
+    *(float *)a->outputs[0].data = xent_total(per_row, rows);
+    free(per_row);
+    *bad_target = bad;
     return 0;
 }
 

@@ -353,6 +353,22 @@ static bora_status K(xent_grad)(bora_backend *b, const bora_kernel_args *a)
     return BORA_OK;
 }
 
+/* Both in one call: the loss and lse first, then the gradient, which may be the logits' own
+ * storage (each element is read before the same element is written). */
+static bora_status K(xent_fused)(bora_backend *b, const bora_kernel_args *a)
+{
+    bora_kernel_args f = *a, g = *a;
+    f.n_inputs = 2;
+    f.n_outputs = 2;
+    bora_tensor_desc gin[4] = {a->inputs[0], a->inputs[1], a->outputs[1], a->inputs[2]};
+    g.inputs = gin;
+    g.n_inputs = 4;
+    g.outputs = &a->outputs[2];
+    g.n_outputs = 1;
+    bora_status st = K(xent)(b, &f);
+    return st != BORA_OK ? st : K(xent_grad)(b, &g);
+}
+
 /* ---- embedding ----------------------------------------------------------------------------- */
 
 static bora_status K(gather)(bora_backend *b, const bora_kernel_args *a)

@@ -301,10 +301,12 @@ static double SIMD_FN(sum_exp)(const float *x, int64_t n, float shift)
     return finish16(&lo, &hi);
 }
 
-/* g = scale (exp(x - shift) zf - [i == target]), the gradient of a cross-entropy row. */
+/* g = scale (exp(x - shift) zf - [i == target]), the gradient of a cross-entropy row; g may be
+ * x itself (the target's logit is read before the row is overwritten). */
 static void SIMD_FN(xent_grad)(float *g, const float *x, int64_t n, float shift, float scale,
                                float zf, int64_t target)
 {
+    float xt = target >= 0 && target < n ? x[target] : 0.0f;
     int64_t i = 0;
     for (; i + NL <= n; i += NL)
         storev(g + i, splat(scale) * (vexp(loadv(x + i) - splat(shift)) * splat(zf)));
@@ -315,7 +317,7 @@ static void SIMD_FN(xent_grad)(float *g, const float *x, int64_t n, float shift,
     if (target >= 0 && target < n) {
         /* the same two roundings as the vector lanes: scale (e zf - 1) */
         float e[NL];
-        storev(e, vexp(splat(x[target] - shift)) * splat(zf) - splat(1.0f));
+        storev(e, vexp(splat(xt - shift)) * splat(zf) - splat(1.0f));
         g[target] = scale * e[0];
     }
 }
