@@ -101,7 +101,7 @@ static int fuse_xent(g_graph *g)
             return -1;
         }
         size_t top = 0;
-        int loops = 0;
+        int loops = dloss->node == X;
         if (dloss->node && dloss->node->id > X->id) {
             move[dloss->node->id] = 1;
             stack[top++] = dloss->node;

@@ -297,7 +297,8 @@ static void r_softmax(rig *r, int v, double *out)
 /* cross-entropy: logits (vocab, batch, position), targets (batch, position), one ignored;
  * odd variants add a z-loss. Variants 0, 1 read the parameter itself (vocab strided: the loss
  * and its gradient run as two kernels); 2, 3 a dense (batch, position, vocab) copy of it, which
- * nothing else reads, so the loss and gradient run as one kernel writing over the copy. */
+ * nothing else reads, so the loss and gradient run as one kernel writing over the copy; 4 the
+ * same copy with the loss squared, whose upstream gradient needs the loss first (two kernels). */
 static bora_tensor *b_xent(bora_graph *g, int dt, int v)
 {
     bora_axis ax[3] = {AX("vocab", 5), AX("batch", 2), AX("position", 3)};
@@ -308,7 +309,8 @@ static bora_tensor *b_xent(bora_graph *g, int dt, int v)
         l = g->api->contiguous(g, g->api->permute(g, l, 3, order));
     }
     bora_xent_opts o = {sizeof o, -100, v & 1 ? 0.01 : 0.0};
-    return g->api->cross_entropy(g, l, t, "vocab", &o);
+    bora_tensor *loss = g->api->cross_entropy(g, l, t, "vocab", &o);
+    return v == 4 ? bora_mul(g, loss, loss) : loss;
 }
 static void r_xent(rig *r, int v, double *out)
 {
@@ -324,7 +326,7 @@ static void r_xent(rig *r, int v, double *out)
         double lse = m + log(s);
         total += lse - a[targets6[p] * 6 + p] + (v & 1 ? 0.01 * lse * lse : 0);
     }
-    out[0] = total;
+    out[0] = v == 4 ? total * total : total;
     free(a);
 }
 
@@ -530,7 +532,7 @@ static const ocase cases[] = {
     {"dot", b_dot, r_dot, 4, 0},
     {"layernorm", b_layernorm, r_layernorm, 1, 0},
     {"softmax", b_softmax, r_softmax, 2, 0},
-    {"cross_entropy", b_xent, r_xent, 4, 0},
+    {"cross_entropy", b_xent, r_xent, 5, 0},
     {"embedding", b_embedding, r_embedding, 1, 0},
     {"attention", b_attention, r_attention, 4, 0},
     {"layout", b_layout, r_layout, 6, 1e-2}, /* variant 3 passes through f32: looser */
