@@ -41,13 +41,18 @@ static int is_param_assign(const gnode *n)
     return n->op == G_ASSIGN && n->out[0]->storage == S_PARAM;
 }
 
-static void run(const char *plugin_dir, int fused, outcome *o)
+static void set_fusion(int fused)
 {
-    memset(o, 0, sizeof *o);
     if (fused)
         unsetenv("BORA_NO_FUSION");
     else
         setenv("BORA_NO_FUSION", "1", 1);
+}
+
+static void run(const char *plugin_dir, int fused, outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    set_fusion(fused);
     rig r;
     rig_open(&r, plugin_dir, 2, 9);
     const bora_entry *e = bora_registry_find(r.reg, BORA_KIND_OPTIMIZER, "adamw");
@@ -140,10 +145,7 @@ typedef struct xent_outcome {
 static void run_xent(const char *plugin_dir, int fused, xent_outcome *o)
 {
     memset(o, 0, sizeof *o);
-    if (fused)
-        unsetenv("BORA_NO_FUSION");
-    else
-        setenv("BORA_NO_FUSION", "1", 1);
+    set_fusion(fused);
     rig r;
     rig_open(&r, plugin_dir, 2, 5);
     g_graph *train = g_graph_new(r.store, BORA_MODE_TRAIN);

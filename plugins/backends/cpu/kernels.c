@@ -238,14 +238,22 @@ static bora_status layernorm_grad_any_f32(bora_backend *b, const bora_kernel_arg
     return fast_layernorm_grad_f32(b, a) == 0 ? BORA_OK : layernorm_grad_f32(b, a);
 }
 
-static bora_status xent_any_f32(bora_backend *b, const bora_kernel_args *a)
+/* A cross-entropy fast path's answer as a status: done (refused when a target was out of
+ * range), out of memory, or not its layout (-1), when the general kernel runs. */
+static bora_status xent_status(bora_backend *b, const bora_kernel_args *a, int r, int bad,
+                               bora_kernel_fn general)
 {
-    int bad = 0, r = fast_xent_f32(b, a, &bad);
     if (r == -2)
         return BORA_ERR_NOMEM;
     if (r == 0)
         return bad ? BORA_ERR_INVALID : BORA_OK;
-    return xent_f32(b, a);
+    return general(b, a);
+}
+
+static bora_status xent_any_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    int bad = 0, r = fast_xent_f32(b, a, &bad);
+    return xent_status(b, a, r, bad, xent_f32);
 }
 
 static bora_status xent_grad_any_f32(bora_backend *b, const bora_kernel_args *a)
@@ -256,11 +264,7 @@ static bora_status xent_grad_any_f32(bora_backend *b, const bora_kernel_args *a)
 static bora_status xent_fused_any_f32(bora_backend *b, const bora_kernel_args *a)
 {
     int bad = 0, r = fast_xent_fused_f32(b, a, &bad);
-    if (r == -2)
-        return BORA_ERR_NOMEM;
-    if (r == 0)
-        return bad ? BORA_ERR_INVALID : BORA_OK;
-    return xent_fused_f32(b, a);
+    return xent_status(b, a, r, bad, xent_fused_f32);
 }
 
 static bora_status attention_any_f32(bora_backend *b, const bora_kernel_args *a)
