@@ -166,9 +166,10 @@ typedef enum bora_op {
      * dst's end fails the kernel with BORA_ERR_INVALID. */
     BORA_OP_WRITE_SLICE = 37,
     /* (logits (R, V), targets i32 (R), dloss ()) -> loss sum (), lse (R), dlogits (R, V) (ABI
-     * 1.4): XENT and XENT_GRAD in one pass over each row. dlogits may be logits' own storage:
-     * the host plans it so when nothing else reads the logits, and the kernel then writes the
-     * gradient over them. */
+     * 1.4; options bora_opt_xent): XENT and XENT_GRAD in one pass over each row, with their
+     * bits. dlogits may be logits' own storage: the host plans it so when nothing else reads the
+     * logits, and the kernel then writes the gradient over them. Optional: without it the host
+     * runs the two kernels. */
     BORA_OP_XENT_FUSED = 38,
     BORA_OP_COUNT_ = 39 /* one past the last op id */
 } bora_op;
