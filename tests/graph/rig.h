@@ -55,6 +55,18 @@ static inline void rig_close(rig *r)
     bora_registry_free(r->reg);
 }
 
+/* The adamw plugin's ops, and an optimizer made with its defaults. Exits on failure. */
+static inline const bora_optimizer_ops *rig_adamw(rig *r, bora_optimizer **opt)
+{
+    const bora_entry *e = bora_registry_find(r->reg, BORA_KIND_OPTIMIZER, "adamw");
+    const bora_optimizer_ops *ops = e ? (const bora_optimizer_ops *)e->ops : NULL;
+    if (!ops || ops->create(&e->file->host, NULL, opt) != BORA_OK) {
+        fprintf(stderr, "rig: adamw: %s\n", bora_error_get());
+        exit(1);
+    }
+    return ops;
+}
+
 /* Pointer to a parameter's data by name (host memory on the CPU backend). */
 static inline void *rig_param(rig *r, const char *name)
 {

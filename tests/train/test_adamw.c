@@ -19,13 +19,8 @@ static void run(const char *plugin_dir, double max_norm)
 {
     rig r;
     rig_open(&r, plugin_dir, 2, 3);
-    const bora_entry *e = bora_registry_find(r.reg, BORA_KIND_OPTIMIZER, "adamw");
-    CHECK(e != NULL);
-    if (!e)
-        return;
-    const bora_optimizer_ops *ops = (const bora_optimizer_ops *)e->ops;
     bora_optimizer *opt;
-    CHECK(ops->create(&e->file->host, NULL, &opt) == BORA_OK); /* defaults: 0.9 0.95 1e-8 0.1 */
+    const bora_optimizer_ops *ops = rig_adamw(&r, &opt); /* defaults: 0.9 0.95 1e-8 0.1 */
     /* loss = Σ w² + Σ b³: gradients 2w and 3b² */
     g_graph *train = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *g = &train->pub;

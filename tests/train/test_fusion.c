@@ -55,13 +55,8 @@ static void run(const char *plugin_dir, int fused, outcome *o)
     set_fusion(fused);
     rig r;
     rig_open(&r, plugin_dir, 2, 9);
-    const bora_entry *e = bora_registry_find(r.reg, BORA_KIND_OPTIMIZER, "adamw");
-    CHECK(e != NULL);
-    if (!e)
-        return;
-    const bora_optimizer_ops *ops = (const bora_optimizer_ops *)e->ops;
     bora_optimizer *opt;
-    CHECK(ops->create(&e->file->host, NULL, &opt) == BORA_OK);
+    const bora_optimizer_ops *ops = rig_adamw(&r, &opt);
     /* loss = Σ_p Σ gelu(p) · p: every gradient is dense and different */
     g_graph *train = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *g = &train->pub;
