@@ -66,7 +66,11 @@ static void acc(g_graph *g, gval *v, gval *dv)
 {
     if (!v || !dv || !v->requires_grad || g->status)
         return;
-    if (dv->dtype != v->dtype)
+    /* Mixed precision's bf16 copy, and views of it: the gradient stays f32, and the copy's own
+     * goes to its source. */
+    while (v->mp_cast)
+        v = v->node->in[0];
+    if (dv->dtype != v->dtype && !(v->base && v->base->mp_cast))
         dv = g->pub.api->cast(&g->pub, dv, v->dtype);
     if (!v->grad) {
         v->grad = g_permute(g, dv, v->ndim, v->names);
@@ -223,8 +227,9 @@ static void op_backward(g_graph *g, gnode *n)
     case BORA_OP_MATMUL: {
         /* C = A B over (batch, m, k) x (batch, k, n): dA = dC Bᵀ, dB = Aᵀ dC. An operand whose
          * storage is transposed (a view of a (n, k) weight, say) gets its gradient computed
-         * transposed, dBᵀ = dCᵀ A, so that it lands in the weight's own order. */
-        dy = in_order(g, dy, y);
+         * transposed, dBᵀ = dCᵀ A, so that it lands in the weight's own order. Under mixed
+         * precision dC is rounded once, for both products. */
+        dy = g_lowp(g, in_order(g, dy, y));
         if (x->requires_grad)
             acc(g, x,
                 x->strides[1] == 1 && x->dims[1] > 1 && x->dims[2] > 1

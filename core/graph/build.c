@@ -181,6 +181,8 @@ gval *g_view(g_graph *g, gval *src, int kind)
     *v = *src;
     v->id = (int)g->n_vals;
     v->grad = NULL;
+    v->lowp = NULL;
+    v->mp_cast = 0;
     v->node = NULL;
     v->slot = -1;
     g->vals[g->n_vals++] = v;
@@ -858,8 +860,26 @@ static gval *as3(g_graph *g, gval *t, const char **grp[3], const int n[3], const
     return t;
 }
 
+/* Mixed precision (DESIGN §4): an f32 matmul operand in a graph computing in bf16 is rounded
+ * to bf16 once (a weight used twice, or a gradient feeding both products, shares one copy); the
+ * product accumulates and is returned in f32. The copy's gradient goes straight to the f32
+ * source (autodiff's acc), not rounded on the way. */
+gval *g_lowp(g_graph *g, gval *v)
+{
+    if (!v || g->compute != BORA_DTYPE_BF16 || v->dtype != BORA_DTYPE_F32)
+        return v;
+    if (!v->lowp) {
+        v->lowp = copy_as(g, v, BORA_DTYPE_BF16);
+        if (v->lowp)
+            v->lowp->mp_cast = 1;
+    }
+    return v->lowp;
+}
+
 static gval *matmul_strided(g_graph *g, gval *a, gval *b)
 {
+    a = g_lowp(g, a);
+    b = g_lowp(g, b);
     /* The CPU kernel (and BLAS) need one of each operand's last two axes unit-stride. */
     if (a->strides[2] != 1 && a->strides[1] != 1)
         a = contiguous(g, a);
@@ -870,7 +890,9 @@ static gval *matmul_strided(g_graph *g, gval *a, gval *b)
     int64_t dims[3] = {a->dims[0], a->dims[1], b->dims[2]};
     const char *names[3] = {a->names[0], a->names[1], b->names[2]};
     gval *ins[2] = {a, b};
-    return g_op1(g, BORA_OP_MATMUL, 2, ins, a->dtype, 3, dims, names);
+    int out =
+        g->compute == BORA_DTYPE_BF16 && a->dtype == BORA_DTYPE_BF16 ? BORA_DTYPE_F32 : a->dtype;
+    return g_op1(g, BORA_OP_MATMUL, 2, ins, out, 3, dims, names);
 }
 
 gval *g_matmul3(g_graph *g, gval *a, gval *b)
@@ -954,6 +976,12 @@ static bora_tensor *api_dot(bora_graph *gp, bora_tensor *a, bora_tensor *b, int3
     memcpy(gb[0], batch, sizeof(char *) * (size_t)nb);
     memcpy(gb[1], k, sizeof(char *) * (size_t)nk);
     memcpy(gb[2], fb, sizeof(char *) * (size_t)nfb);
+    /* under mixed precision, cast before the views below: a weight's copy is made once, in its
+     * own layout, however the product sees it */
+    a = g_lowp(g, a);
+    b = g_lowp(g, b);
+    if (!a || !b)
+        return NULL;
     const char **pa[3] = {ga[0], ga[1], ga[2]}, **pb[3] = {gb[0], gb[1], gb[2]};
     int na[3] = {nb, nfa, nk}, nbb[3] = {nb, nk, nfb};
     const char *in_a[3] = {"__batch", "__m", "__k"}, *in_b[3] = {"__batch", "__k", "__n"};
@@ -1801,6 +1829,7 @@ g_graph *g_graph_new(g_store *store, int mode)
     g->mode = mode;
     g->recompute = 1; /* boundaries are marked only by models that ask for recomputation */
     g->batch = 1;
+    g->compute = mode == BORA_MODE_APPLY ? 0 : store->compute_dtype;
     return g;
 }
 

@@ -52,6 +52,8 @@ struct bora_tensor {
     int requires_grad;
     int64_t extent_max; /* a runtime extent: the largest value an input may hold (else 0) */
     gval *grad;         /* during autodiff: the gradient accumulated so far */
+    gval *lowp;         /* mixed precision: this value's copy in the compute dtype, once made */
+    int mp_cast;        /* made by mixed precision's cast: its gradient goes to the source */
     /* plan */
     int64_t arena_offset; /* bytes */
     int first_use, last_use;
@@ -127,6 +129,7 @@ struct g_store {
     size_t n_states; /* optimizer state slots per parameter (each a copy of the layout) */
     size_t arena_bytes;
     uint64_t seed;
+    int compute_dtype; /* trainer.mp's c: the dtype of model graphs' matmul operands (0: as built) */
     g_mstate *mstates; /* model state: outside the arena, zeroed when allocated */
     size_t n_mstates, cap_mstates, mstate_bytes;
     bora_buffer *mstate;
@@ -153,6 +156,7 @@ typedef struct g_graph {
     gval *output;     /* the loss (train) or logits */
     int recompute;    /* recompute between checkpoints in the backward pass */
     int64_t batch;    /* sequences per execution, for models (default 1) */
+    int compute;      /* matmul operands' dtype under mixed precision (0: the operands' own) */
     int *checkpoints; /* node ids producing checkpointed values, ascending */
     size_t n_checkpoints, cap_checkpoints;
     bora_status status;
@@ -212,6 +216,8 @@ void g_add_out(gnode *n, gval *v);
 gval *g_align_to(g_graph *g, gval *x, const gval *like);
 gval *g_contiguous(g_graph *g, gval *x);
 gval *g_matmul3(g_graph *g, gval *a, gval *b);
+/* Under mixed precision, v's bf16 copy (made once); else v. */
+gval *g_lowp(g_graph *g, gval *v);
 gval *g_reduce_last(g_graph *g, int op, gval *x, int n, const char *const *axes);
 /* Leaves over the store: parameter slot's gradient, and state slot k of a parameter. */
 gval *g_grad_leaf(g_graph *g, long slot);

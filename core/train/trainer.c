@@ -38,6 +38,7 @@ typedef struct trainer {
     /* settings */
     int64_t steps, batch, micro, seed;
     int crash_on_nan;
+    int compute_dtype; /* trainer.mp's c */
     const char *run_id, *base_path, *load_checkpoint;
     char run_dir[4096], id_buf[64];
     double save_interval, max_grad_norm;
@@ -215,6 +216,53 @@ static int has_urls(const bora_config *u)
                  (u->kind == BORA_NODE_SCALAR && u->text && *u->text));
 }
 
+/* trainer.mp: "p=f32,c=bf16" and the like: comma-separated key=dtype, each key once. */
+static void read_mp(trainer *t, bora_cfg *cfg, bora_config *node, const char *mp)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", mp);
+    int seen[3] = {0, 0, 0};
+    t->compute_dtype = BORA_DTYPE_F32;
+    for (char *save = NULL, *part = strtok_r(buf, ",", &save); part;
+         part = strtok_r(NULL, ",", &save)) {
+        while (*part == ' ')
+            part++;
+        char *eq = strchr(part, '=');
+        const char *keys = "pcr";
+        const char *k = eq && eq - part == 1 ? strchr(keys, part[0]) : NULL;
+        if (!k || !part[0]) {
+            bora_cfg_error(cfg, node,
+                           "trainer.mp: '%s' is not key=dtype with key p (parameters), c "
+                           "(compute) or r (residual stream), as in p=f32,c=bf16",
+                           part);
+            return;
+        }
+        int ki = (int)(k - keys);
+        const char *v = eq + 1;
+        int bf16 = !strcmp(v, "bf16"), f32 = !strcmp(v, "f32");
+        if (seen[ki]++) {
+            bora_cfg_error(cfg, node, "trainer.mp: '%c' is given twice in '%s'", keys[ki], mp);
+            return;
+        }
+        if (!bf16 && !f32) {
+            bora_cfg_error(cfg, node, "trainer.mp: %c=%s: the dtype is f32 or bf16", keys[ki], v);
+            return;
+        }
+        if (ki == 0 && !f32)
+            bora_cfg_error(cfg, node,
+                           "trainer.mp: p=%s: parameters, their gradients and the optimizer's "
+                           "state are kept in f32 (p=f32)",
+                           v);
+        else if (ki == 2 && !f32)
+            bora_cfg_error(cfg, node,
+                           "trainer.mp: r=%s: a bf16 residual stream is not available yet; it "
+                           "stays f32 (leave r out)",
+                           v);
+        else if (ki == 1)
+            t->compute_dtype = bf16 ? BORA_DTYPE_BF16 : BORA_DTYPE_F32;
+    }
+}
+
 static bora_status read_settings(trainer *t, bora_config *root)
 {
     bora_cfg *cfg = t->cfg;
@@ -245,11 +293,7 @@ static bora_status read_settings(trainer *t, bora_config *root)
     bora_cfg_string(tr, "load_checkpoint", "", &t->load_checkpoint);
     const char *mp = "p=f32,c=f32";
     bora_cfg_string(tr, "mp", "p=f32,c=f32", &mp);
-    if (strcmp(mp, "p=f32,c=f32") != 0 && strcmp(mp, "p=f32") != 0)
-        bora_cfg_error(cfg, bora_cfg_child(tr, "mp"),
-                       "trainer.mp: '%s' is not available yet; this version trains in f32 "
-                       "(p=f32,c=f32)",
-                       mp);
+    read_mp(t, cfg, bora_cfg_child(tr, "mp"), mp);
     bora_cfg_string(cp, "base_path", "checkpoints", &t->base_path);
     bora_cfg_duration(cp, "save_interval", 900, &t->save_interval);
     read_keep(t, cp);
@@ -322,6 +366,16 @@ static void cpu_model(char *buf, size_t cap)
     }
     if (f)
         fclose(f);
+}
+
+static int cpu_has_bf16(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
 }
 
 static void cpu_isa(char *buf, size_t cap)
@@ -566,6 +620,15 @@ static bora_status build(trainer *t, bora_config *root)
     t->store = g_store_new(bops, t->be, t->be_entry->ops->name, (uint64_t)t->seed);
     if (!t->store)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    if (t->compute_dtype == BORA_DTYPE_BF16) {
+        t->store->compute_dtype = BORA_DTYPE_BF16;
+        if (!strcmp(t->be_entry->ops->name, "cpu"))
+            bora_log(BORA_LOG_WARN,
+                     "trainer.mp: c=bf16 on the cpu backend rounds every matmul's operands to "
+                     "bf16 and multiplies them in f32: bf16's results, at f32's speed or a little "
+                     "below (this CPU %s AVX512-BF16)",
+                     cpu_has_bf16() ? "has" : "lacks");
+    }
     if (t->eval_only) {
         if (bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
             return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,

@@ -55,7 +55,16 @@ expect 1 "nofield.jsonl:3: no \"text\" field (data.text_key)" run.yaml \
 expect 1 "model.vocab_size: 100 is smaller than the tokenizer's vocabulary (257)" run.yaml \
     --model.vocab_size=100
 expect 1 "trainer.id: 'a/b' is not a valid run id" run.yaml --trainer.id=a/b
-expect 1 "trainer.mp: 'p=f32,c=bf16' is not available yet" run.yaml --trainer.mp=p=f32,c=bf16
+expect 1 "trainer.mp: c=fp16: the dtype is f32 or bf16" run.yaml --trainer.mp=p=f32,c=fp16
+expect 1 "trainer.mp: p=bf16: parameters, their gradients and the optimizer's state are kept in f32" \
+    run.yaml --trainer.mp=p=bf16,c=bf16
+expect 1 "trainer.mp: r=bf16: a bf16 residual stream is not available yet" run.yaml \
+    --trainer.mp=p=f32,c=bf16,r=bf16
+expect 1 "trainer.mp: 'compute=bf16' is not key=dtype with key p (parameters), c (compute)" \
+    run.yaml --trainer.mp=compute=bf16
+# bf16 compute on a CPU says what it does; the run trains.
+expect 0 "trainer.mp: c=bf16 on the cpu backend rounds every matmul's operands to bf16" run.yaml \
+    --trainer.id=bf16 --trainer.mp=p=f32,c=bf16 --trainer.num_train_steps=2
 
 # A learning rate far too large: the loss overflows and the run stops, naming the step.
 expect 1 "stopping (trainer.crash_on_nan)" run.yaml --trainer.id=nan \

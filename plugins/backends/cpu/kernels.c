@@ -125,7 +125,8 @@ static void store(void *p, int dtype, int64_t i, double v)
 
 static bora_status cpu_copy(bora_backend *b, const bora_kernel_args *a)
 {
-    (void)b;
+    if (fast_cast_f32(b, a) == 0)
+        return BORA_OK;
     const bora_tensor_desc *o = &a->outputs[0], *x = &a->inputs[0];
     walk w;
     walk_init(&w, o, x, 1);
@@ -209,6 +210,114 @@ static bora_status matmul_f32(bora_backend *bk, const bora_kernel_args *a)
             failed = 1;
     }
     return failed ? BORA_ERR_DEVICE : BORA_OK;
+}
+
+/* ---- bf16 operands, f32 result --------------------------------------------------------------- */
+
+/* oneDNN 2.6 multiplies bf16 only on AVX512-BF16 and AMX. Elsewhere each block of the operands is
+ * widened to f32 (exactly: a bf16 is the top half of an f32) and multiplied on sgemm; a product
+ * of two bf16 values is exact in f32, so this is a bf16 matmul accumulating in f32. The blocks:
+ * rows as the f32 path, columns by at most 1024, K in panels of at most 1024 added in order
+ * (beta 1), so a thread's scratch stays near 6 MB and every sum's order depends on the shape
+ * alone. */
+#define CPU_BF16_COLS 1024
+#define CPU_BF16_K 1024
+
+/* dst (outer, inner) dense = src's element (o, i) at o s_outer + i s_inner, widened. */
+static void widen(const cpu_simd *s, float *dst, const uint16_t *src, int64_t outer, int64_t inner,
+                  int64_t s_outer, int64_t s_inner)
+{
+    for (int64_t o = 0; o < outer; o++) {
+        const uint16_t *row = src + o * s_outer;
+        float *d = dst + o * inner;
+        if (s_inner == 1 || inner == 1) {
+            s->from_bf16(d, row, inner);
+        } else {
+            for (int64_t i = 0; i < inner; i++)
+                d[i] = bf16_to_f32(row[i * s_inner]);
+        }
+    }
+}
+
+/* Any strides: a double sum per element, for layouts sgemm cannot take. */
+static bora_status matmul_bf16_naive(const bora_kernel_args *a)
+{
+    const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
+    int64_t nb = C->dims[0], M = C->dims[1], N = C->dims[2], Kd = A->dims[2];
+#pragma omp parallel for schedule(static)
+    for (int64_t bm = 0; bm < nb * M; bm++) {
+        int64_t bi = bm / M, m = bm % M;
+        const uint16_t *ar = (const uint16_t *)A->data + bi * A->strides[0] + m * A->strides[1];
+        const uint16_t *bb = (const uint16_t *)B->data + bi * B->strides[0];
+        float *cr = (float *)C->data + bi * C->strides[0] + m * C->strides[1];
+        for (int64_t n = 0; n < N; n++) {
+            double acc = 0;
+            for (int64_t k = 0; k < Kd; k++)
+                acc += (double)bf16_to_f32(ar[k * A->strides[2]]) *
+                       (double)bf16_to_f32(bb[k * B->strides[1] + n * B->strides[2]]);
+            cr[n * C->strides[2]] = (float)acc;
+        }
+    }
+    return BORA_OK;
+}
+
+static bora_status matmul_bf16(bora_backend *bk, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
+    int64_t nb = C->dims[0], M = C->dims[1], N = C->dims[2], Kd = A->dims[2];
+    char ta, tb, tc;
+    int64_t lda, ldb, ldc;
+    if (!gemm_layout(M, Kd, A->strides[1], A->strides[2], &ta, &lda) ||
+        !gemm_layout(Kd, N, B->strides[1], B->strides[2], &tb, &ldb) ||
+        !gemm_layout(M, N, C->strides[1], C->strides[2], &tc, &ldc) || tc != 'N' || Kd == 0)
+        return matmul_bf16_naive(a);
+    int64_t rsize = block_size(M, CPU_MATMUL_ROWS, 8), csize = block_size(N, CPU_BF16_COLS, 64);
+    int64_t ksize = block_size(Kd, CPU_BF16_K, 64);
+    int64_t rblocks = (M + rsize - 1) / rsize, cblocks = (N + csize - 1) / csize;
+    const cpu_simd *s = bk->simd;
+    int failed = 0;
+#pragma omp parallel
+    {
+        float *as = malloc(sizeof(float) * (size_t)(rsize * ksize));
+        float *bs = malloc(sizeof(float) * (size_t)(ksize * csize));
+        if (!as || !bs)
+#pragma omp atomic write
+            failed = 2;
+#pragma omp for schedule(static)
+        for (int64_t job = 0; job < nb * rblocks * cblocks; job++) {
+            if (!as || !bs)
+                continue;
+            int64_t bi = job / (rblocks * cblocks), rc = job % (rblocks * cblocks);
+            int64_t m0 = (rc / cblocks) * rsize, n0 = (rc % cblocks) * csize;
+            int64_t rows = M - m0 < rsize ? M - m0 : rsize;
+            int64_t cols = N - n0 < csize ? N - n0 : csize;
+            float *cp =
+                (float *)C->data + bi * C->strides[0] + m0 * C->strides[1] + n0 * C->strides[2];
+            for (int64_t k0 = 0; k0 < Kd; k0 += ksize) {
+                int64_t kp = Kd - k0 < ksize ? Kd - k0 : ksize;
+                const uint16_t *ap = (const uint16_t *)A->data + bi * A->strides[0] +
+                                     m0 * A->strides[1] + k0 * A->strides[2];
+                const uint16_t *bp = (const uint16_t *)B->data + bi * B->strides[0] +
+                                     k0 * B->strides[1] + n0 * B->strides[2];
+                /* the blocks keep their operand's orientation: (rows, kp) or (kp, rows) */
+                if (ta == 'N')
+                    widen(s, as, ap, rows, kp, A->strides[1], A->strides[2]);
+                else
+                    widen(s, as, ap, kp, rows, A->strides[2], A->strides[1]);
+                if (tb == 'N')
+                    widen(s, bs, bp, kp, cols, B->strides[1], B->strides[2]);
+                else
+                    widen(s, bs, bp, cols, kp, B->strides[2], B->strides[1]);
+                if (dnnl_sgemm(ta, tb, rows, cols, kp, 1.0f, as, ta == 'N' ? kp : rows, bs,
+                               tb == 'N' ? cols : kp, k0 ? 1.0f : 0.0f, cp, ldc) != dnnl_success)
+#pragma omp atomic write
+                    failed = 1;
+            }
+        }
+        free(as);
+        free(bs);
+    }
+    return failed == 2 ? BORA_ERR_NOMEM : failed ? BORA_ERR_DEVICE : BORA_OK;
 }
 
 /* ---- f32: the dense fast paths first -------------------------------------------------------- */
@@ -300,6 +409,9 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
             return op == BORA_OP_ONE_HOT ? one_hot_f64 : attention_bias_f64;
         return NULL;
     }
+    /* bf16 operands, an f32 result: mixed precision's matmuls */
+    if (op == BORA_OP_MATMUL && n == 3 && dt[0] == BORA_DTYPE_BF16 && dt[1] == BORA_DTYPE_BF16)
+        return dt[2] == BORA_DTYPE_F32 ? matmul_bf16 : NULL;
     int32_t ft = dt[0];
     if (op == BORA_OP_SCATTER_ADD)
         ft = dt[1];

@@ -34,6 +34,26 @@ static int64_t count_of(const bora_tensor_desc *t)
     return n;
 }
 
+int fast_cast_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *o = &a->outputs[0], *x = &a->inputs[0];
+    int to = o->dtype == BORA_DTYPE_BF16 && x->dtype == BORA_DTYPE_F32;
+    int from = o->dtype == BORA_DTYPE_F32 && x->dtype == BORA_DTYPE_BF16;
+    if ((!to && !from) || !same_dense(o, o) || !same_dense(x, o))
+        return -1;
+    int64_t n = count_of(o), chunks = (n + FAST_CHUNK - 1) / FAST_CHUNK;
+    const cpu_simd *s = b->simd;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t i = c * FAST_CHUNK, m = n - i < FAST_CHUNK ? n - i : FAST_CHUNK;
+        if (to)
+            s->to_bf16((uint16_t *)o->data + i, (const float *)x->data + i, m);
+        else
+            s->from_bf16((float *)o->data + i, (const uint16_t *)x->data + i, m);
+    }
+    return 0;
+}
+
 /* One dense span of an elementwise op; 0 when the op has no fast loop (n = 0 asks just that). */
 static int span(const cpu_simd *s, int op, int act_op, float value, float *out, const float *x,
                 const float *y, int64_t n)

@@ -5,6 +5,8 @@
 
 #include "cpu.h"
 
+/* a dense f32 -> bf16 or bf16 -> f32 copy */
+int fast_cast_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_elementwise_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_xent_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target);
 int fast_xent_grad_f32(bora_backend *b, const bora_kernel_args *a);

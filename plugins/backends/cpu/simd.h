@@ -40,6 +40,9 @@ typedef struct cpu_simd {
      * of x and dy starts at r ld_x and r ld_dy. */
     void (*ln_grad_cols)(double *dg, double *db, const float *x, const float *dy, const float *mean,
                          const float *rstd, int64_t rows, int64_t ld_x, int64_t ld_dy, int64_t w);
+    /* bfloat16 conversions: y = x rounded to nearest even (NaN stays NaN), and back (exact). */
+    void (*to_bf16)(uint16_t *y, const float *x, int64_t n);
+    void (*from_bf16)(float *y, const uint16_t *x, int64_t n);
 } cpu_simd;
 
 extern const cpu_simd cpu_simd_avx512, cpu_simd_avx2, cpu_simd_generic;

@@ -497,6 +497,26 @@ static void SIMD_FN(ln_grad_cols)(double *restrict dg, double *restrict db, cons
     }
 }
 
+/* bfloat16 <-> f32: round to nearest even; a NaN stays a (quiet) NaN. Integer lanes only, so
+ * every instruction set gives the same bits. */
+static void SIMD_FN(to_bf16)(uint16_t *restrict y, const float *restrict x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        y[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+    }
+}
+
+static void SIMD_FN(from_bf16)(float *restrict y, const uint16_t *restrict x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)x[i] << 16;
+        memcpy(&y[i], &u, sizeof u);
+    }
+}
+
 const cpu_simd SIMD_TABLE = {
     .isa = SIMD_ISA,
     .unary = SIMD_FN(unary),
@@ -511,4 +531,6 @@ const cpu_simd SIMD_TABLE = {
     .ln_row = SIMD_FN(ln_row),
     .ln_grad_row = SIMD_FN(ln_grad_row),
     .ln_grad_cols = SIMD_FN(ln_grad_cols),
+    .to_bf16 = SIMD_FN(to_bf16),
+    .from_bf16 = SIMD_FN(from_bf16),
 };
