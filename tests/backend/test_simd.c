@@ -2,7 +2,9 @@
  * simd_t.h) against double-precision references: exp and tanh within 2 ulp over their whole
  * range and exact at the special values; the activations, their gradients, sums and the
  * cross-entropy gradient within stated tolerances; the arithmetic loops (an array or a scalar as
- * either operand) bitwise equal to one C operation per element; and the AVX-512 and AVX2 builds bitwise equal
+ * either operand) bitwise equal to one C operation per element; the bfloat16 conversions
+ * (nearest, ties to even, NaN kept, overflow to infinity) against a reference that picks the
+ * nearer of the two neighbours in double; and the AVX-512 and AVX2 builds bitwise equal
  * to each other on every function (skipped, saying so, on a CPU without both). */
 #include "../test.h"
 #include "simd.h"
@@ -279,6 +281,74 @@ static void check_same_bits(const cpu_simd *a, const cpu_simd *b)
     free(yb);
 }
 
+static uint32_t next_u32(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 32);
+}
+
+/* The bf16 nearest to x, ties to the even one, by comparing the two neighbours in double. */
+static uint16_t ref_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if (isnan(x))
+        return 0; /* checked apart */
+    uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u;
+    float flo, fhi;
+    memcpy(&flo, &lo, sizeof flo);
+    memcpy(&fhi, &hi, sizeof fhi);
+    if ((lo & 0x7fffffffu) == 0x7f800000u) /* x is ±infinity */
+        return (uint16_t)(lo >> 16);
+    /* the next one up in magnitude; past the largest finite it is infinity (2^128) */
+    double dlo = fabs((double)x - (double)flo);
+    double dhi = (hi & 0x7fffffffu) == 0x7f800000u ? fabs(fabs((double)x) - ldexp(1.0, 128))
+                                                   : fabs((double)x - (double)fhi);
+    if (dlo < dhi || (dlo == dhi && !((lo >> 16) & 1u)))
+        return (uint16_t)(lo >> 16);
+    return (uint16_t)(hi >> 16);
+}
+
+static void check_bf16(const cpu_simd *s)
+{
+    enum { N = 1 << 20 };
+    float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
+    uint16_t *y = malloc(sizeof(uint16_t) * N);
+    const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                                0xffc00001u, 0x7f800001u, 0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu,
+                                0x3f808000u, 0x3f818000u, 0x3f808001u, 0x00008000u, 0x00018000u,
+                                0x00000001u, 0x807fffffu, 0x3f800000u};
+    int ns = (int)(sizeof special / sizeof *special);
+    for (int i = 0; i < N; i++) {
+        uint32_t u = i < ns ? special[i] : next_u32();
+        if (i >= ns && i % 4 == 0) /* a tie or a near-tie: the low half 0x8000 give or take */
+            u = (u & 0xffff0000u) | (0x7fffu + (uint32_t)(i % 3));
+        memcpy(&x[i], &u, sizeof u);
+    }
+    s->to_bf16(y, x, N - 3); /* a length no width divides */
+    s->to_bf16(y + N - 3, x + N - 3, 3);
+    s->from_bf16(back, y, N);
+    int bad = 0;
+    for (int i = 0; i < N && bad < 5; i++) {
+        uint32_t u, b;
+        memcpy(&u, &x[i], sizeof u);
+        memcpy(&b, &back[i], sizeof b);
+        int ok = isnan(x[i])
+                     ? (y[i] & 0x7f80u) == 0x7f80u && (y[i] & 0x7fu) && (y[i] >> 15) == (u >> 31)
+                     : y[i] == ref_bf16(x[i]);
+        ok &= b == (uint32_t)y[i] << 16; /* widening is exact */
+        if (!ok) {
+            fprintf(stderr, "%s: bf16 of %08x: %04x, want %04x\n", s->isa, u, y[i], ref_bf16(x[i]));
+            bad++;
+        }
+    }
+    if (bad)
+        test_failures++;
+    free(x);
+    free(back);
+    free(y);
+}
+
 int main(void)
 {
     __builtin_cpu_init();
@@ -297,6 +367,7 @@ int main(void)
         check_activations(tables[i]);
         check_rows(tables[i]);
         check_arith(tables[i]);
+        check_bf16(tables[i]);
     }
     const char *forced = getenv("BORA_CPU_ISA");
     if (forced && *forced) /* BORA_CPU_ISA names the one chosen */

@@ -1,0 +1,258 @@
+/* tests/graph/test_mixed.c — mixed precision (trainer.mp c=bf16) in a graph on the CPU backend.
+ * Two products of one activation X, y = X·W and z = X·Vᵀ (V kept (out, in), as a tied output
+ * head is), with loss = Σ y·C + Σ z·D, in shapes that cross every block of the bf16 matmul (rows
+ * past 512, K past one 1024 panel, columns past 1024):
+ *   - y, z and every gradient equal a double-precision sum over the operands rounded to bf16
+ *     (the output gradients C and D rounded too), within f32 accumulation, and differ from the
+ *     unrounded sums by bf16's rounding (so the rounding happened);
+ *   - the gradients stay f32 (most are not bf16 values) and the f32 path is untouched;
+ *   - each operand is rounded once: five casts in all (X, W, V, dy, dz);
+ *   - the bits are the same on 1 and 2 threads, and run after run.
+ *
+ * usage: test_mixed PLUGIN_DIR */
+#include "../test.h"
+#include "rig.h"
+
+#include <math.h>
+
+static const char *plugin_dir;
+
+enum { M = 520, K = 1100, N = 1030, N2 = 70 };
+
+static double bf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static int is_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0xffffu) == 0;
+}
+
+typedef struct run {
+    float *y, *z, *dx, *dw, *dv; /* outputs and gradients */
+    float *x, *w, *v, *c, *d;    /* parameters and inputs */
+    int casts;                   /* bf16 copies in the graph */
+} run;
+
+static float *grab(const void *p, size_t n)
+{
+    float *out = malloc(n * sizeof(float));
+    memcpy(out, p, n * sizeof(float));
+    return out;
+}
+
+static void run_free(run *r)
+{
+    float *all[] = {r->y, r->z, r->dx, r->dw, r->dv, r->x, r->w, r->v, r->c, r->d};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        free(all[i]);
+}
+
+/* Build, run twice (gradients zeroed between), keep the second run's results. */
+static int build_run(int threads, int compute, run *out)
+{
+    memset(out, 0, sizeof *out);
+    rig r;
+    rig_open(&r, plugin_dir, threads, 5);
+    r.store->compute_dtype = compute;
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &g->pub;
+    const bora_graph_api *A = gp->api;
+    bora_axis ax_x[2] = {{"row", M}, {"in", K}}, ax_w[2] = {{"in", K}, {"out", N}};
+    bora_axis ax_v[2] = {{"out2", N2}, {"in", K}};
+    bora_axis ax_c[2] = {{"row", M}, {"out", N}}, ax_d[2] = {{"row", M}, {"out2", N2}};
+    bora_tensor *X = bora_param(gp, "x", BORA_DTYPE_F32, 2, ax_x, bora_init_normal(1.0), 0);
+    bora_tensor *W = bora_param(gp, "w", BORA_DTYPE_F32, 2, ax_w, bora_init_normal(1.0), 0);
+    bora_tensor *V = bora_param(gp, "v", BORA_DTYPE_F32, 2, ax_v, bora_init_normal(1.0), 0);
+    bora_tensor *C = bora_input(gp, "c", BORA_DTYPE_F32, 2, ax_c);
+    bora_tensor *D = bora_input(gp, "d", BORA_DTYPE_F32, 2, ax_d);
+    const char *in = "in", *yc[2] = {"row", "out"}, *zc[2] = {"row", "out2"};
+    bora_tensor *y = A->dot(gp, X, W, 1, &in, NULL), *z = A->dot(gp, X, V, 1, &in, NULL);
+    bora_tensor *ly = A->reduce(gp, BORA_OP_SUM, bora_mul(gp, y, C), 2, yc);
+    bora_tensor *lz = A->reduce(gp, BORA_OP_SUM, bora_mul(gp, z, D), 2, zc);
+    bora_tensor *loss = bora_add(gp, ly, lz);
+    g->output = loss;
+    /* forward-only graphs return y and z (the train graph's intermediates are not kept) */
+    g_graph *fy = g_graph_new(r.store, BORA_MODE_EVAL), *fz = g_graph_new(r.store, BORA_MODE_EVAL);
+    bora_graph *py = &fy->pub, *pz = &fz->pub;
+    fy->output = A->contiguous(
+        py, A->dot(py, bora_param(py, "x", BORA_DTYPE_F32, 2, ax_x, bora_init_normal(1.0), 0),
+                   bora_param(py, "w", BORA_DTYPE_F32, 2, ax_w, bora_init_normal(1.0), 0), 1, &in,
+                   NULL));
+    fz->output = A->contiguous(
+        pz, A->dot(pz, bora_param(pz, "x", BORA_DTYPE_F32, 2, ax_x, bora_init_normal(1.0), 0),
+                   bora_param(pz, "v", BORA_DTYPE_F32, 2, ax_v, bora_init_normal(1.0), 0), 1, &in,
+                   NULL));
+    int ok = loss && g_autodiff(g, loss) == BORA_OK && g_finalize(g) == BORA_OK && fy->output &&
+             fz->output && g_finalize(fy) == BORA_OK && g_finalize(fz) == BORA_OK &&
+             g_store_materialize(r.store) == BORA_OK;
+    if (!ok) {
+        fprintf(stderr, "build: %s\n", g->error);
+        test_failures++;
+        goto done;
+    }
+    CHECK(A->dtype(y) == BORA_DTYPE_F32 && A->dtype(z) == BORA_DTYPE_F32);
+    CHECK(A->dtype(fy->output) == BORA_DTYPE_F32);
+    for (size_t i = 0; i < g->n_nodes; i++)
+        out->casts +=
+            g->nodes[i]->op == BORA_OP_COPY && g->nodes[i]->out[0]->dtype == BORA_DTYPE_BF16;
+    /* inputs that are not bf16 values, so rounding them shows */
+    float *c = malloc(sizeof(float) * M * N), *d = malloc(sizeof(float) * M * N2);
+    for (int i = 0; i < M * N; i++)
+        c[i] = (float)(sin(0.37 * i + 1.0) * 0.9 + 0.05);
+    for (int i = 0; i < M * N2; i++)
+        d[i] = (float)(cos(0.53 * i) * 1.3);
+    g_set_input(g, "c", c, sizeof(float) * M * N);
+    g_set_input(g, "d", d, sizeof(float) * M * N2);
+    float *first = NULL;
+    for (int k = 0; k < 2; k++) {
+        g_store_zero_grads(r.store);
+        CHECK(g_run(g) == BORA_OK);
+        if (k == 0)
+            first = grab(rig_grad(&r, "x"), M * K);
+    }
+    CHECK(memcmp(first, rig_grad(&r, "x"), sizeof(float) * M * K) == 0); /* run after run */
+    free(first);
+    out->y = malloc(sizeof(float) * M * N);
+    out->z = malloc(sizeof(float) * M * N2);
+    /* the graphs share the store's arena: read each output before the next graph runs */
+    CHECK(g_run(fy) == BORA_OK);
+    CHECK(g_read(fy, fy->output, out->y, sizeof(float) * M * N) == BORA_OK);
+    CHECK(g_run(fz) == BORA_OK);
+    CHECK(g_read(fz, fz->output, out->z, sizeof(float) * M * N2) == BORA_OK);
+    out->x = grab(rig_param(&r, "x"), M * K);
+    out->w = grab(rig_param(&r, "w"), (size_t)K * N);
+    out->v = grab(rig_param(&r, "v"), (size_t)N2 * K);
+    out->dx = grab(rig_grad(&r, "x"), M * K);
+    out->dw = grab(rig_grad(&r, "w"), (size_t)K * N);
+    out->dv = grab(rig_grad(&r, "v"), (size_t)N2 * K);
+    out->c = c;
+    out->d = d;
+done:
+    g_graph_free(fy);
+    g_graph_free(fz);
+    g_graph_free(g);
+    rig_close(&r);
+    return ok;
+}
+
+/* Worst error of got against Σ_t a_t b_t, rounded to bf16 and not, over every 7th element,
+ * each in units of sqrt(Σ (a_t b_t)²): the f32 sum's error is ~1e-7 √terms of that, bf16's
+ * rounding ~1e-3. */
+typedef struct errs {
+    double rounded, unrounded;
+} errs;
+
+static void worse(errs *e, float got, double sr, double su, double scale)
+{
+    e->rounded = fmax(e->rounded, fabs(got - sr) / scale);
+    e->unrounded = fmax(e->unrounded, fabs(got - su) / scale);
+}
+
+static void check_values(const run *r)
+{
+    errs ey = {0, 0}, ez = {0, 0}, edx = {0, 0}, edw = {0, 0}, edv = {0, 0};
+    for (int m = 0; m < M; m += 7) {
+        for (int n = 0; n < N; n += 7) { /* y = X W */
+            double sr = 0, su = 0, sq = 0;
+            for (int k = 0; k < K; k++) {
+                double t = bf(r->x[m * K + k]) * bf(r->w[k * N + n]);
+                sr += t, sq += t * t, su += (double)r->x[m * K + k] * r->w[k * N + n];
+            }
+            worse(&ey, r->y[m * N + n], sr, su, sqrt(sq));
+        }
+        for (int n = 0; n < N2; n += 3) { /* z = X Vᵀ */
+            double sr = 0, su = 0, sq = 0;
+            for (int k = 0; k < K; k++) {
+                double t = bf(r->x[m * K + k]) * bf(r->v[n * K + k]);
+                sr += t, sq += t * t, su += (double)r->x[m * K + k] * r->v[n * K + k];
+            }
+            worse(&ez, r->z[m * N2 + n], sr, su, sqrt(sq));
+        }
+        for (int k = 0; k < K; k += 7) { /* dX = C Wᵀ + D V */
+            double sr = 0, su = 0, sq = 0;
+            for (int n = 0; n < N; n++) {
+                double t = bf(r->c[m * N + n]) * bf(r->w[k * N + n]);
+                sr += t, sq += t * t, su += (double)r->c[m * N + n] * r->w[k * N + n];
+            }
+            for (int n = 0; n < N2; n++) {
+                double t = bf(r->d[m * N2 + n]) * bf(r->v[n * K + k]);
+                sr += t, sq += t * t, su += (double)r->d[m * N2 + n] * r->v[n * K + k];
+            }
+            worse(&edx, r->dx[m * K + k], sr, su, sqrt(sq));
+        }
+    }
+    for (int k = 0; k < K; k += 7) {
+        for (int n = 0; n < N; n += 7) { /* dW = Xᵀ C */
+            double sr = 0, su = 0, sq = 0;
+            for (int m = 0; m < M; m++) {
+                double t = bf(r->x[m * K + k]) * bf(r->c[m * N + n]);
+                sr += t, sq += t * t, su += (double)r->x[m * K + k] * r->c[m * N + n];
+            }
+            worse(&edw, r->dw[k * N + n], sr, su, sqrt(sq));
+        }
+        for (int n = 0; n < N2; n += 3) { /* dV = Dᵀ X */
+            double sr = 0, su = 0, sq = 0;
+            for (int m = 0; m < M; m++) {
+                double t = bf(r->d[m * N2 + n]) * bf(r->x[m * K + k]);
+                sr += t, sq += t * t, su += (double)r->d[m * N2 + n] * r->x[m * K + k];
+            }
+            worse(&edv, r->dv[n * K + k], sr, su, sqrt(sq));
+        }
+    }
+    const char *names[] = {"y", "z", "dx", "dw", "dv"};
+    errs all[] = {ey, ez, edx, edw, edv};
+    for (int i = 0; i < 5; i++) {
+        printf("%-2s: %.2e from the bf16 sum, %.2e from the f32 one\n", names[i], all[i].rounded,
+               all[i].unrounded);
+        CHECK(all[i].rounded < 2e-5);
+        CHECK(all[i].unrounded > 1e-4);
+    }
+    /* the gradients stay f32: most are not bf16 values */
+    size_t f32 = 0;
+    for (size_t i = 0; i < (size_t)K * N; i++)
+        f32 += !is_bf16(r->dw[i]);
+    printf("dw: %zu of %zu elements are not bf16 values\n", f32, (size_t)K * N);
+    CHECK(f32 > (size_t)K * N * 9 / 10);
+}
+
+static int same(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_mixed PLUGIN_DIR\n");
+        return 2;
+    }
+    plugin_dir = argv[1];
+    run one, two, f32;
+    if (!build_run(2, BORA_DTYPE_BF16, &two) || !build_run(1, BORA_DTYPE_BF16, &one) ||
+        !build_run(2, 0, &f32))
+        return test_summary("test_mixed");
+    printf("bf16 copies in the graph: %d\n", two.casts);
+    CHECK(two.casts == 5);
+    CHECK(f32.casts == 0);
+    check_values(&two);
+    /* the same bits on one thread as on two */
+    CHECK(same(one.y, two.y, M * N) && same(one.z, two.z, M * N2));
+    CHECK(same(one.dx, two.dx, M * K) && same(one.dw, two.dw, (size_t)K * N) &&
+          same(one.dv, two.dv, (size_t)N2 * K));
+    /* without mixed precision, the products are f32's, not bf16's */
+    CHECK(!same(f32.y, two.y, M * N));
+    CHECK(same(f32.x, two.x, M * K));
+    run_free(&one);
+    run_free(&two);
+    run_free(&f32);
+    return test_summary("test_mixed");
+}
