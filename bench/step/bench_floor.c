@@ -3,8 +3,11 @@
  * alone on oneDNN, each at the best of dnnl_sgemm and a matmul primitive made for its shape
  * (oneDNN's own threads, OMP_NUM_THREADS), in the layouts the step uses. Prints one line per
  * shape and a total: the fastest the step could be if everything but its matmuls took no time.
+ * With --bf16, the same products with bf16 operands and an f32 result on oneDNN's matmul
+ * primitive (trainer.mp c=bf16); where oneDNN has no bf16 matmul for this CPU (it needs
+ * AVX512-BF16 or AMX), says so and prints floor_s=0.
  *
- * usage: bench_floor TOKENS [LAYERS EMBED VOCAB] */
+ * usage: bench_floor [--bf16] TOKENS [LAYERS EMBED VOCAB] */
 #define _POSIX_C_SOURCE 200809L
 #include <dnnl.h>
 #include <stdio.h>
@@ -54,7 +57,10 @@ static double time_sgemm(const shape *s, const float *A, const float *B, float *
     return best;
 }
 
-static double time_primitive(const shape *s, float *A, float *B, float *C, int reps)
+/* The best of reps runs of a matmul primitive with operands of dtype dt; -1 when oneDNN has no
+ * such primitive here. */
+static double time_primitive(const shape *s, float *A, float *B, float *C, int reps,
+                             dnnl_data_type_t dt)
 {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
@@ -66,15 +72,16 @@ static double time_primitive(const shape *s, float *A, float *B, float *C, int r
     dnnl_dims_t bs = {s->tb == 'N' ? s->N : 1, s->tb == 'N' ? 1 : s->K};
     dnnl_dims_t cs = {s->N, 1};
     dnnl_memory_desc_t amd, bmd, cmd;
-    dnnl_memory_desc_init_by_strides(&amd, 2, ad, dnnl_f32, as);
-    dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dnnl_f32, bs);
+    dnnl_memory_desc_init_by_strides(&amd, 2, ad, dt, as);
+    dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dt, bs);
     dnnl_memory_desc_init_by_strides(&cmd, 2, cd, dnnl_f32, cs);
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
-    double best = 1e30;
+    double best = -1;
     if (dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd) == dnnl_success &&
         dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success) {
+        best = 1e30;
         if (dnnl_primitive_create(&prim, pd) == dnnl_success) {
             dnnl_memory_t am, bm, cm;
             dnnl_memory_create(&am, &amd, eng, A);
@@ -103,8 +110,11 @@ static double time_primitive(const shape *s, float *A, float *B, float *C, int r
 
 int main(int argc, char **argv)
 {
+    int bf16 = argc > 1 && !strcmp(argv[1], "--bf16");
+    if (bf16)
+        argv++, argc--;
     if (argc != 2 && argc != 5) {
-        fprintf(stderr, "usage: %s TOKENS [LAYERS EMBED VOCAB]\n", argv[0]);
+        fprintf(stderr, "usage: bench_floor [--bf16] TOKENS [LAYERS EMBED VOCAB]\n");
         return 2;
     }
     int64_t T = atoll(argv[1]), L = argc == 5 ? atoll(argv[2]) : 12;
@@ -138,13 +148,30 @@ int main(int argc, char **argv)
         const shape *s = &shapes[i];
         float *A = buffer(s->M * s->K), *B = buffer(s->K * s->N), *C = buffer(s->M * s->N);
         int reps = 2 * s->M * s->N * s->K > 20e9 ? 2 : 5;
-        time_sgemm(s, A, B, C, 1); /* warm */
-        double ts = time_sgemm(s, A, B, C, reps), tp = time_primitive(s, A, B, C, reps + 1);
+        double ts = 1e30, tp;
+        if (bf16) {
+            tp = time_primitive(s, A, B, C, reps + 1, dnnl_bf16);
+            if (tp < 0) {
+                const dnnl_version_t *v = dnnl_version();
+                printf("bf16: oneDNN %d.%d has no bf16 matmul on this CPU (it needs AVX512-BF16 "
+                       "or AMX)\nfloor_s=0\n",
+                       v->major, v->minor);
+                return 0;
+            }
+        } else {
+            time_sgemm(s, A, B, C, 1); /* warm */
+            ts = time_sgemm(s, A, B, C, reps);
+            tp = time_primitive(s, A, B, C, reps + 1, dnnl_f32);
+            tp = tp < 0 ? 1e30 : tp;
+        }
         double best = ts < tp ? ts : tp, f = 2.0 * s->M * s->N * s->K;
-        printf("%-12s %-7s %c%c M=%-6lld N=%-6lld K=%-6lld x%-2d sgemm %8.2f ms, matmul %8.2f "
-               "ms: %6.1f GFLOP/s\n",
-               s->what, pass[i % 3], s->ta, s->tb, (long long)s->M, (long long)s->N,
-               (long long)s->K, s->per_step, 1e3 * ts, 1e3 * tp, f / best / 1e9);
+        printf("%-12s %-7s %c%c M=%-6lld N=%-6lld K=%-6lld x%-2d ", s->what, pass[i % 3], s->ta,
+               s->tb, (long long)s->M, (long long)s->N, (long long)s->K, s->per_step);
+        if (bf16)
+            printf("bf16 matmul %8.2f ms: %6.1f GFLOP/s\n", 1e3 * tp, f / best / 1e9);
+        else
+            printf("sgemm %8.2f ms, matmul %8.2f ms: %6.1f GFLOP/s\n", 1e3 * ts, 1e3 * tp,
+                   f / best / 1e9);
         total += best * s->per_step;
         flops += f * s->per_step;
         free(A);
