@@ -384,6 +384,7 @@ static void recompute_segment(g_graph *g, size_t lo, size_t hi)
                 break;
             g_add_out(c, v);
             v->requires_grad = orig->requires_grad;
+            v->mp_cast = orig->mp_cast;
             v->label = orig->label;
             map[orig->id] = v;
         }

@@ -2,7 +2,8 @@
  * backend: every parameter's gradient against central finite differences in f64; a second
  * graph (eval) binding the same parameters by name and agreeing with the train graph's loss;
  * the memory plan smaller than the naive sum; the executor's report stable across runs; and
- * recomputation between block boundaries giving bitwise the same gradients in a smaller arena.
+ * recomputation between block boundaries giving bitwise the same gradients in a smaller arena,
+ * in f64 and in f32 with mixed precision (c=bf16: the recomputed bf16 copies give the same bits).
  *
  * usage: test_model PLUGIN_DIR */
 #include "../test.h"
@@ -21,6 +22,37 @@ static const tiny_gpt M = {.vocab = 7,
                            .dtype = BORA_DTYPE_F64};
 static const int32_t ids[8] = {1, 4, 6, 0, 2, 2, 5, 3};
 static const int32_t targets[8] = {4, 6, 0, 2, 2, 5, 3, -100};
+
+/* The f32 model with c=bf16 on one store: its gradients, and the graph's bf16 casts. */
+static void *bf16_grads(const char *plugin_dir, int recompute, size_t *bytes, int *casts)
+{
+    tiny_gpt m = M;
+    m.dtype = BORA_DTYPE_F32;
+    rig r;
+    rig_open(&r, plugin_dir, 2, 42);
+    r.store->compute_dtype = BORA_DTYPE_BF16;
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    g->recompute = recompute;
+    bora_tensor *loss = tiny_gpt_build(&g->pub, &m, BORA_MODE_TRAIN);
+    g->output = loss;
+    void *out = NULL;
+    *casts = 0;
+    if (loss && g_autodiff(g, loss) == BORA_OK && g_finalize(g) == BORA_OK &&
+        g_store_materialize(r.store) == BORA_OK && g_set_input(g, "ids", ids, sizeof ids) == 0 &&
+        g_set_input(g, "targets", targets, sizeof targets) == 0 && g_run(g) == BORA_OK) {
+        *bytes = r.store->param_bytes;
+        out = malloc(*bytes);
+        memcpy(out, r.store->grad_ptr, *bytes);
+        for (size_t i = 0; i < g->n_nodes; i++)
+            *casts +=
+                g->nodes[i]->op == BORA_OP_COPY && g->nodes[i]->out[0]->dtype == BORA_DTYPE_BF16;
+    } else {
+        fprintf(stderr, "bf16 graph failed: %s\n", g->error);
+    }
+    g_graph_free(g);
+    rig_close(&r);
+    return out;
+}
 
 int main(int argc, char **argv)
 {
@@ -138,6 +170,18 @@ int main(int argc, char **argv)
     CHECK(rc->n_nodes > train->n_nodes);
     g_graph_free(rc);
     rig_close(&r2);
+
+    /* Mixed precision with recomputation: the blocks' bf16 copies are made again, the same bits. */
+    size_t nb0 = 0, nb1 = 0;
+    int casts0, casts1;
+    void *g0 = bf16_grads(argv[1], 0, &nb0, &casts0), *g1 = bf16_grads(argv[1], 1, &nb1, &casts1);
+    CHECK(g0 && g1 && nb0 == nb1 && memcmp(g0, g1, nb0) == 0);
+    printf("test_model: c=bf16: %d bf16 casts stored, %d with recomputation; gradients bitwise "
+           "%s\n",
+           casts0, casts1, g0 && g1 && !memcmp(g0, g1, nb0) ? "equal" : "DIFFERENT");
+    CHECK(casts0 > 0 && casts1 > casts0);
+    free(g0);
+    free(g1);
 
     free(grads);
     g_graph_free(train);
