@@ -82,6 +82,11 @@ int bora_cmd_graph(const bora_cli *cli)
         goto out;
     }
     store = g_store_new(bops, be, be_entry->ops->name, (uint64_t)seed);
+    /* trainer.mp's compute dtype (bora train checks the rest of the value) */
+    const char *mp = "p=f32,c=f32";
+    bora_cfg_string(trainer, "mp", "p=f32,c=f32", &mp);
+    if (store && strstr(mp, "c=bf16"))
+        store->compute_dtype = BORA_DTYPE_BF16;
     train = store ? g_graph_new(store, BORA_MODE_TRAIN) : NULL;
     eval = store ? g_graph_new(store, BORA_MODE_EVAL) : NULL;
     if (!train || !eval) {
