@@ -157,55 +157,56 @@ static void worse(errs *e, float got, double sr, double su, double scale)
     e->unrounded = fmax(e->unrounded, fabs(got - su) / scale);
 }
 
+/* Sums of products a[i sa] b[i sb] over i < n: of the bf16-rounded values, of the f32 ones, and
+ * of the rounded products' squares. */
+typedef struct sums {
+    double rounded, unrounded, squares;
+} sums;
+
+static void dot_into(sums *s, const float *a, int64_t sa, const float *b, int64_t sb, int n)
+{
+    for (int i = 0; i < n; i++) {
+        double t = bf(a[i * sa]) * bf(b[i * sb]);
+        s->rounded += t, s->squares += t * t, s->unrounded += (double)a[i * sa] * b[i * sb];
+    }
+}
+
+static void worse_sum(errs *e, float got, sums s)
+{
+    worse(e, got, s.rounded, s.unrounded, sqrt(s.squares));
+}
+
 static void check_values(const run *r)
 {
     errs ey = {0, 0}, ez = {0, 0}, edx = {0, 0}, edw = {0, 0}, edv = {0, 0};
     for (int m = 0; m < M; m += 7) {
         for (int n = 0; n < N; n += 7) { /* y = X W */
-            double sr = 0, su = 0, sq = 0;
-            for (int k = 0; k < K; k++) {
-                double t = bf(r->x[m * K + k]) * bf(r->w[k * N + n]);
-                sr += t, sq += t * t, su += (double)r->x[m * K + k] * r->w[k * N + n];
-            }
-            worse(&ey, r->y[m * N + n], sr, su, sqrt(sq));
+            sums s = {0, 0, 0};
+            dot_into(&s, r->x + m * K, 1, r->w + n, N, K);
+            worse_sum(&ey, r->y[m * N + n], s);
         }
         for (int n = 0; n < N2; n += 3) { /* z = X Vᵀ */
-            double sr = 0, su = 0, sq = 0;
-            for (int k = 0; k < K; k++) {
-                double t = bf(r->x[m * K + k]) * bf(r->v[n * K + k]);
-                sr += t, sq += t * t, su += (double)r->x[m * K + k] * r->v[n * K + k];
-            }
-            worse(&ez, r->z[m * N2 + n], sr, su, sqrt(sq));
+            sums s = {0, 0, 0};
+            dot_into(&s, r->x + m * K, 1, r->v + n * K, 1, K);
+            worse_sum(&ez, r->z[m * N2 + n], s);
         }
         for (int k = 0; k < K; k += 7) { /* dX = C Wᵀ + D V */
-            double sr = 0, su = 0, sq = 0;
-            for (int n = 0; n < N; n++) {
-                double t = bf(r->c[m * N + n]) * bf(r->w[k * N + n]);
-                sr += t, sq += t * t, su += (double)r->c[m * N + n] * r->w[k * N + n];
-            }
-            for (int n = 0; n < N2; n++) {
-                double t = bf(r->d[m * N2 + n]) * bf(r->v[n * K + k]);
-                sr += t, sq += t * t, su += (double)r->d[m * N2 + n] * r->v[n * K + k];
-            }
-            worse(&edx, r->dx[m * K + k], sr, su, sqrt(sq));
+            sums s = {0, 0, 0};
+            dot_into(&s, r->c + m * N, 1, r->w + k * N, 1, N);
+            dot_into(&s, r->d + m * N2, 1, r->v + k, K, N2);
+            worse_sum(&edx, r->dx[m * K + k], s);
         }
     }
     for (int k = 0; k < K; k += 7) {
         for (int n = 0; n < N; n += 7) { /* dW = Xᵀ C */
-            double sr = 0, su = 0, sq = 0;
-            for (int m = 0; m < M; m++) {
-                double t = bf(r->x[m * K + k]) * bf(r->c[m * N + n]);
-                sr += t, sq += t * t, su += (double)r->x[m * K + k] * r->c[m * N + n];
-            }
-            worse(&edw, r->dw[k * N + n], sr, su, sqrt(sq));
+            sums s = {0, 0, 0};
+            dot_into(&s, r->x + k, K, r->c + n, N, M);
+            worse_sum(&edw, r->dw[k * N + n], s);
         }
         for (int n = 0; n < N2; n += 3) { /* dV = Dᵀ X */
-            double sr = 0, su = 0, sq = 0;
-            for (int m = 0; m < M; m++) {
-                double t = bf(r->d[m * N2 + n]) * bf(r->x[m * K + k]);
-                sr += t, sq += t * t, su += (double)r->d[m * N2 + n] * r->x[m * K + k];
-            }
-            worse(&edv, r->dv[n * K + k], sr, su, sqrt(sq));
+            sums s = {0, 0, 0};
+            dot_into(&s, r->d + n, N2, r->x + k, K, M);
+            worse_sum(&edv, r->dv[n * K + k], s);
         }
     }
     const char *names[] = {"y", "z", "dx", "dw", "dv"};
