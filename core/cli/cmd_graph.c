@@ -3,6 +3,7 @@
  * parameters, nodes, kernels, and the arena against the naive sum of every intermediate. */
 #include "../config/schema.h"
 #include "../graph/graph.h"
+#include "../train/trainer.h"
 #include "../util/log.h"
 #include "cli.h"
 
@@ -82,10 +83,16 @@ int bora_cmd_graph(const bora_cli *cli)
         goto out;
     }
     store = g_store_new(bops, be, be_entry->ops->name, (uint64_t)seed);
-    /* trainer.mp's compute dtype (bora train checks the rest of the value) */
+    /* trainer.mp's compute dtype, as bora train reads it */
     const char *mp = "p=f32,c=f32";
+    char mp_err[256];
     bora_cfg_string(trainer, "mp", "p=f32,c=f32", &mp);
-    if (store && strstr(mp, "c=bf16"))
+    int compute = bora_mp_compute(mp, mp_err, sizeof mp_err);
+    if (compute < 0) {
+        bora_log(BORA_LOG_ERROR, "%s", mp_err);
+        goto out;
+    }
+    if (store && compute == BORA_DTYPE_BF16)
         store->compute_dtype = BORA_DTYPE_BF16;
     train = store ? g_graph_new(store, BORA_MODE_TRAIN) : NULL;
     eval = store ? g_graph_new(store, BORA_MODE_EVAL) : NULL;

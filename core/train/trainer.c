@@ -216,51 +216,48 @@ static int has_urls(const bora_config *u)
                  (u->kind == BORA_NODE_SCALAR && u->text && *u->text));
 }
 
-/* trainer.mp: "p=f32,c=bf16" and the like: comma-separated key=dtype, each key once. */
-static void read_mp(trainer *t, bora_cfg *cfg, bora_config *node, const char *mp)
+int bora_mp_compute(const char *mp, char *err, size_t cap)
 {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", mp);
-    int seen[3] = {0, 0, 0};
-    t->compute_dtype = BORA_DTYPE_F32;
+    int seen[3] = {0, 0, 0}, compute = BORA_DTYPE_F32;
+    const char *keys = "pcr";
     for (char *save = NULL, *part = strtok_r(buf, ",", &save); part;
          part = strtok_r(NULL, ",", &save)) {
         while (*part == ' ')
             part++;
-        char *eq = strchr(part, '=');
-        const char *keys = "pcr";
-        const char *k = eq && eq - part == 1 ? strchr(keys, part[0]) : NULL;
-        if (!k || !part[0]) {
-            bora_cfg_error(cfg, node,
-                           "trainer.mp: '%s' is not key=dtype with key p (parameters), c "
-                           "(compute) or r (residual stream), as in p=f32,c=bf16",
-                           part);
-            return;
+        const char *k = part[0] && part[1] == '=' ? strchr(keys, part[0]) : NULL;
+        if (!k) {
+            snprintf(err, cap,
+                     "trainer.mp: '%s' is not key=dtype with key p (parameters), c (compute) or "
+                     "r (residual stream), as in p=f32,c=bf16",
+                     part);
+            return -1;
         }
         int ki = (int)(k - keys);
-        const char *v = eq + 1;
+        const char *v = part + 2;
         int bf16 = !strcmp(v, "bf16"), f32 = !strcmp(v, "f32");
-        if (seen[ki]++) {
-            bora_cfg_error(cfg, node, "trainer.mp: '%c' is given twice in '%s'", keys[ki], mp);
-            return;
-        }
-        if (!bf16 && !f32) {
-            bora_cfg_error(cfg, node, "trainer.mp: %c=%s: the dtype is f32 or bf16", keys[ki], v);
-            return;
-        }
-        if (ki == 0 && !f32)
-            bora_cfg_error(cfg, node,
-                           "trainer.mp: p=%s: parameters, their gradients and the optimizer's "
-                           "state are kept in f32 (p=f32)",
-                           v);
+        if (seen[ki]++)
+            snprintf(err, cap, "trainer.mp: '%c' is given twice in '%s'", keys[ki], mp);
+        else if (!bf16 && !f32)
+            snprintf(err, cap, "trainer.mp: %c=%s: the dtype is f32 or bf16", keys[ki], v);
+        else if (ki == 0 && !f32)
+            snprintf(err, cap,
+                     "trainer.mp: p=%s: parameters, their gradients and the optimizer's state are "
+                     "kept in f32 (p=f32)",
+                     v);
         else if (ki == 2 && !f32)
-            bora_cfg_error(cfg, node,
-                           "trainer.mp: r=%s: a bf16 residual stream is not available yet; it "
-                           "stays f32 (leave r out)",
-                           v);
-        else if (ki == 1)
-            t->compute_dtype = bf16 ? BORA_DTYPE_BF16 : BORA_DTYPE_F32;
+            snprintf(err, cap,
+                     "trainer.mp: r=%s: a bf16 residual stream is not available yet; it stays f32 "
+                     "(leave r out)",
+                     v);
+        else {
+            compute = ki == 1 && bf16 ? BORA_DTYPE_BF16 : compute;
+            continue;
+        }
+        return -1;
     }
+    return compute;
 }
 
 static bora_status read_settings(trainer *t, bora_config *root)
@@ -293,7 +290,10 @@ static bora_status read_settings(trainer *t, bora_config *root)
     bora_cfg_string(tr, "load_checkpoint", "", &t->load_checkpoint);
     const char *mp = "p=f32,c=f32";
     bora_cfg_string(tr, "mp", "p=f32,c=f32", &mp);
-    read_mp(t, cfg, bora_cfg_child(tr, "mp"), mp);
+    char mp_err[256];
+    t->compute_dtype = bora_mp_compute(mp, mp_err, sizeof mp_err);
+    if (t->compute_dtype < 0)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "mp"), "%s", mp_err);
     bora_cfg_string(cp, "base_path", "checkpoints", &t->base_path);
     bora_cfg_duration(cp, "save_interval", 900, &t->save_interval);
     read_keep(t, cp);

@@ -11,6 +11,8 @@
 #include "../config/config.h"
 #include "../plugin/registry.h"
 
+#include <stddef.h>
+
 typedef struct bora_train_opts {
     int force; /* resume even where the checkpoint's record differs from this run */
 } bora_train_opts;
@@ -18,6 +20,10 @@ typedef struct bora_train_opts {
 /* Train as cfg (parsed, unchecked) says. Returns the process exit status: 0 when the run
  * finished, 1 on an error (printed), 130 when interrupted (after saving a checkpoint). */
 int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts);
+
+/* trainer.mp ("p=f32,c=bf16": comma-separated key=dtype, keys p, c, r, each once): the compute
+ * dtype (BORA_DTYPE_F32 or BORA_DTYPE_BF16), or -1 with the reason in err. */
+int bora_mp_compute(const char *mp, char *err, size_t cap);
 
 /* `bora eval`: the loss and bits per byte of a checkpoint's model (a step directory, or a run
  * directory for its latest) on cfg's validation set, printed as a line (or JSON). Returns the
