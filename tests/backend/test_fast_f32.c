@@ -1,7 +1,7 @@
 /* tests/backend/test_fast_f32.c — the CPU backend's fast f32 kernels at the sizes a model meets
- * (blocked attention on oneDNN, forward and backward; a tied embedding and LM head, whose weight
- * gradient is the head's product computed in the table's own order plus the embedding's
- * scatter-add; LayerNorm over dense rows) against the backend's f64 path on the same
+ * (blocked attention on oneDNN, forward and backward, also with head widths and key counts that
+ * are not whole registers; a tied embedding and LM head, whose weight gradient is the head's
+ * product computed in the table's own order plus the embedding's scatter-add; LayerNorm over dense rows) against the backend's f64 path on the same
  * values: a graph is built twice, in f32 and in f64, the f64 parameters are set to the f32 ones,
  * and the loss Σ out·w, its output and every parameter's gradient are compared (relative to the
  * largest magnitude of each tensor: 2e-5 forward, 1e-4 gradients). The f32 results must also be
@@ -32,6 +32,8 @@ static const acase cases[] = {
     {"causal 2x3x150x64", 2, 3, 150, 150, 64, 1, 0, 0, 0, 0},
     {"causal, q strided", 2, 2, 130, 130, 32, 1, 0, 0, 1, 0},
     {"not causal", 1, 2, 70, 70, 16, 0, 0, 0, 0, 0},
+    {"head width 20 (columns past whole registers)", 1, 2, 45, 45, 20, 1, 0, 0, 0, 0},
+    {"head width 24, 67 keys", 1, 1, 67, 67, 24, 0, 0, 0, 0, 0},
     {"segments", 2, 2, 100, 100, 16, 1, 1, 0, 0, 0},
     {"decode: 5 queries over a cache of 200, 170 filled", 2, 2, 5, 200, 16, 1, 0, 170, 0, 0},
     {"decode: one query", 1, 3, 1, 90, 64, 1, 0, 77, 0, 0},

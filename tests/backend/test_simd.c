@@ -182,6 +182,24 @@ static void check_rows(const cpu_simd *s)
     s->xent_grad(g, x, 5, (float)lse, scale, zf, V); /* a target past the row: none */
     for (int i = 0; i < 5; i++)
         CHECK(fabsf(g[i] - (float)(scale * exp(x[i] - lse) * zf)) < 1e-6f);
+    /* exp_sum: SUB then EXP's bits, in place or not, and sum_exp's sum, at every tail length */
+    float *y = malloc(sizeof(float) * V);
+    int exp_sum_differs = 0;
+    for (int64_t n = 1; n <= V; n = n < 40 ? n + 1 : n * 3 + 1) {
+        float shift = (float)m;
+        double got = s->exp_sum(y, x, n, shift);
+        exp_sum_differs |= memcmp(&got, &(double){s->sum_exp(x, n, shift)}, sizeof got) != 0;
+        s->arith_scalar(BORA_OP_SUB, g, x, shift, 0, n);
+        s->unary(BORA_OP_EXP, g, g, n);
+        exp_sum_differs |= memcmp(y, g, sizeof(float) * (size_t)n) != 0;
+        memcpy(g, x, sizeof(float) * (size_t)n);
+        got = s->exp_sum(g, g, n, shift);
+        exp_sum_differs |= memcmp(y, g, sizeof(float) * (size_t)n) != 0;
+    }
+    printf("%s exp_sum: %s\n", s->isa,
+           exp_sum_differs ? "DIFFERENT from SUB, EXP and sum_exp" : "SUB, EXP and sum_exp's bits");
+    CHECK(!exp_sum_differs);
+    free(y);
     free(x);
     free(g);
 }
@@ -265,6 +283,9 @@ static void check_same_bits(const cpu_simd *a, const cpu_simd *b)
             differ |= memcmp(ya, yb, sizeof(float) * (size_t)n) != 0;
             double sa = a->sum_exp(x, n, 20.0f), sb = b->sum_exp(x, n, 20.0f);
             differ |= memcmp(&sa, &sb, sizeof sa) != 0;
+            sa = a->exp_sum(ya, x, n, 20.0f);
+            sb = b->exp_sum(yb, x, n, 20.0f);
+            differ |= memcmp(&sa, &sb, sizeof sa) != 0 || memcmp(ya, yb, sizeof(float) * (size_t)n);
             sa = a->sum(x, n);
             sb = b->sum(x, n);
             differ |= memcmp(&sa, &sb, sizeof sa) != 0;

@@ -131,9 +131,7 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
                     lp[(t0 + r) * l->strides[2]] = -INFINITY;
                     continue;
                 }
-                simd->arith_scalar(BORA_OP_SUB, row, row, m, 0, n);
-                simd->unary(BORA_OP_EXP, row, row, n);
-                double sum = simd->sum(row, n);
+                double sum = simd->exp_sum(row, row, n, m);
                 simd->arith_scalar(BORA_OP_MUL, row, row, (float)(1.0 / sum), 0, n);
                 lp[(t0 + r) * l->strides[2]] = (float)((double)m + log(sum));
             }

@@ -17,6 +17,8 @@ typedef struct cpu_simd {
     float (*max)(const float *x, int64_t n);
     double (*sum)(const float *x, int64_t n);
     double (*sum_exp)(const float *x, int64_t n, float shift); /* sum of exp(x - shift) */
+    /* y = exp(x - shift) (the bits of SUB then EXP; y may be x), returning sum_exp's sum */
+    double (*exp_sum)(float *y, const float *x, int64_t n, float shift);
     /* g = scale (exp(x - shift) zf - [i == target]) */
     void (*xent_grad)(float *g, const float *x, int64_t n, float shift, float scale, float zf,
                       int64_t target);

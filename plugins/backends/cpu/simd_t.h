@@ -252,7 +252,7 @@ static double finish16(const v8d *lo, const v8d *hi)
 }
 
 /* Adds 16 values to the partial sums. */
-static inline void acc16(v8d *lo, v8d *hi, const float *v)
+static inline __attribute__((always_inline)) void acc16(v8d *lo, v8d *hi, const float *v)
 {
     typedef float v8f __attribute__((vector_size(32)));
     v8f a, b;
@@ -277,7 +277,8 @@ static double SIMD_FN(sum)(const float *x, int64_t n)
 }
 
 /* exp(x - shift) of 16 values (of which `have` are real, the rest -inf, exp 0) into e. */
-static inline void exp16(float *e, const float *x, int64_t have, float shift)
+static inline __attribute__((always_inline)) void exp16(float *e, const float *x, int64_t have,
+                                                        float shift)
 {
     for (int k = 0; k < LANES; k += NL) {
         vf v = have >= k + NL ? loadv(x + k) : load_tail(x + k, have - k, -INFINITY);
@@ -297,6 +298,25 @@ static double SIMD_FN(sum_exp)(const float *x, int64_t n, float shift)
     if (i < n) {
         exp16(e, x + i, n - i, shift);
         acc16(&lo, &hi, e);
+    }
+    return finish16(&lo, &hi);
+}
+
+/* y = exp(x - shift) (y may be x), returning their sum in sum_exp's order: one pass for a
+ * softmax's numerators and denominator. */
+static double SIMD_FN(exp_sum)(float *y, const float *x, int64_t n, float shift)
+{
+    v8d lo = {0}, hi = {0};
+    float e[LANES];
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        exp16(y + i, x + i, LANES, shift);
+        acc16(&lo, &hi, y + i);
+    }
+    if (i < n) {
+        exp16(e, x + i, n - i, shift);
+        acc16(&lo, &hi, e);
+        memcpy(y + i, e, sizeof(float) * (size_t)(n - i));
     }
     return finish16(&lo, &hi);
 }
@@ -524,6 +544,7 @@ const cpu_simd SIMD_TABLE = {
     .max = SIMD_FN(max),
     .sum = SIMD_FN(sum),
     .sum_exp = SIMD_FN(sum_exp),
+    .exp_sum = SIMD_FN(exp_sum),
     .xent_grad = SIMD_FN(xent_grad),
     .arith = SIMD_FN(arith),
     .arith_scalar = SIMD_FN(arith_scalar),
