@@ -286,39 +286,38 @@ static inline __attribute__((always_inline)) void exp16(float *e, const float *x
     }
 }
 
-static double SIMD_FN(sum_exp)(const float *x, int64_t n, float shift)
+/* The sum of exp(x - shift) in 16 double lanes; with y, each exp is also stored there (y may be
+ * x). Inlined into both callers, so the test of y goes at compile time. */
+static inline __attribute__((always_inline)) double exp_sum16(float *y, const float *x, int64_t n,
+                                                              float shift)
 {
     v8d lo = {0}, hi = {0};
     float e[LANES];
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES) {
-        exp16(e, x + i, LANES, shift);
-        acc16(&lo, &hi, e);
+        float *d = y ? y + i : e;
+        exp16(d, x + i, LANES, shift);
+        acc16(&lo, &hi, d);
     }
     if (i < n) {
         exp16(e, x + i, n - i, shift);
         acc16(&lo, &hi, e);
+        if (y)
+            memcpy(y + i, e, sizeof(float) * (size_t)(n - i));
     }
     return finish16(&lo, &hi);
 }
 
-/* y = exp(x - shift) (y may be x), returning their sum in sum_exp's order: one pass for a
- * softmax's numerators and denominator. */
+static double SIMD_FN(sum_exp)(const float *x, int64_t n, float shift)
+{
+    return exp_sum16(NULL, x, n, shift);
+}
+
+/* y = exp(x - shift), returning their sum in sum_exp's order: one pass for a softmax's
+ * numerators and denominator. */
 static double SIMD_FN(exp_sum)(float *y, const float *x, int64_t n, float shift)
 {
-    v8d lo = {0}, hi = {0};
-    float e[LANES];
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        exp16(y + i, x + i, LANES, shift);
-        acc16(&lo, &hi, y + i);
-    }
-    if (i < n) {
-        exp16(e, x + i, n - i, shift);
-        acc16(&lo, &hi, e);
-        memcpy(y + i, e, sizeof(float) * (size_t)(n - i));
-    }
-    return finish16(&lo, &hi);
+    return exp_sum16(y, x, n, shift);
 }
 
 /* g = scale (exp(x - shift) zf - [i == target]), the gradient of a cross-entropy row; g may be
