@@ -318,6 +318,8 @@ static bora_status read_block(g_store *s, const char *path, const char *const *s
             st = slots ? s->ops->copy_in(s->backend, s->states, b * s->param_bytes, block,
                                          s->param_bytes)
                        : s->ops->copy_in(s->backend, s->params, 0, block, s->param_bytes);
+        if (!slots)
+            g_store_params_changed(s); /* even a failed copy may have written some */
     }
     free(block);
     bora_st_close(f);

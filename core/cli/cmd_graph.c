@@ -93,7 +93,7 @@ int bora_cmd_graph(const bora_cli *cli)
         goto out;
     }
     if (store && compute == BORA_DTYPE_BF16)
-        store->compute_dtype = BORA_DTYPE_BF16;
+        g_store_mixed(store, BORA_DTYPE_BF16, be_entry->file->abi_minor);
     train = store ? g_graph_new(store, BORA_MODE_TRAIN) : NULL;
     eval = store ? g_graph_new(store, BORA_MODE_EVAL) : NULL;
     if (!train || !eval) {
@@ -127,6 +127,13 @@ int bora_cmd_graph(const bora_cli *cli)
            be_entry->ops->name);
     printf("parameters: %zu tensors, %zu values, %s (and as much for gradients)\n", store->n_slots,
            values, pbytes);
+    if (store->shadows) {
+        char half[32];
+        human(half, sizeof half, store->param_bytes / 2);
+        printf("bf16 copies of the parameters (trainer.mp c=bf16): %s, written by the optimizer's "
+               "pass\n",
+               half);
+    }
     report("train", train);
     report("eval", eval);
     printf("shared arena: %s\n", shared);

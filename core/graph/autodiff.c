@@ -69,7 +69,7 @@ static void acc(g_graph *g, gval *v, gval *dv)
     /* Mixed precision's bf16 copy, and views of it: the gradient stays f32, and the copy's own
      * goes to its source. */
     while (v->mp_cast)
-        v = v->node->in[0];
+        v = v->mp_src ? v->mp_src : v->node->in[0];
     if (dv->dtype != v->dtype && !(v->base && v->base->mp_cast))
         dv = g->pub.api->cast(&g->pub, dv, v->dtype);
     if (!v->grad) {
@@ -365,6 +365,11 @@ static void recompute_segment(g_graph *g, size_t lo, size_t hi)
             memcpy(v->names, orig->names, sizeof v->names);
             v->base = src->base;
             v->label = orig->label;
+            v->mp_cast = orig->mp_cast;
+            if (orig->mp_src)
+                v->mp_src = (size_t)orig->mp_src->id < n_vals && map[orig->mp_src->id]
+                                ? map[orig->mp_src->id]
+                                : orig->mp_src;
             memcpy(c->vname, n->vname, sizeof c->vname);
             memcpy(c->vparts, n->vparts, sizeof c->vparts);
             c->vn = n->vn;

@@ -183,6 +183,7 @@ gval *g_view(g_graph *g, gval *src, int kind)
     v->grad = NULL;
     v->lowp = NULL;
     v->mp_cast = 0;
+    v->mp_src = NULL;
     v->node = NULL;
     v->slot = -1;
     g->vals[g->n_vals++] = v;
@@ -860,6 +861,46 @@ static gval *as3(g_graph *g, gval *t, const char **grp[3], const int n[3], const
     return t;
 }
 
+/* A parameter, or a view of one, as the store's bf16 copy of it (the shadow leaf, or the same
+ * view of it): no cast in the graph. Its gradient goes to v. */
+static gval *shadow_of(g_graph *g, gval *v)
+{
+    gval *p = v->base;
+    if (!p->lowp) {
+        const g_slot *s = &g->store->slots[p->slot];
+        bora_axis axes[BORA_MAX_DIMS];
+        for (int i = 0; i < s->ndim; i++)
+            axes[i] = (bora_axis){s->names[i], s->dims[i]};
+        char label[256];
+        snprintf(label, sizeof label, "bf16.%s", s->name);
+        gval *sh = leaf(g, G_PARAM, label, BORA_DTYPE_BF16, s->ndim, axes);
+        if (!sh)
+            return NULL;
+        sh->storage = S_SHADOW;
+        sh->slot = p->slot;
+        sh->requires_grad = 1;
+        sh->mp_cast = 1;
+        sh->mp_src = p;
+        p->lowp = sh;
+        g->reads_shadows = 1;
+    }
+    if (v == p)
+        return p->lowp;
+    gval *w = g_view(g, p->lowp, V_RENAME);
+    if (!w)
+        return NULL;
+    w->ndim = v->ndim;
+    w->offset = v->offset;
+    memcpy(w->dims, v->dims, sizeof w->dims);
+    memcpy(w->strides, v->strides, sizeof w->strides);
+    memcpy(w->names, v->names, sizeof w->names);
+    w->base = p->lowp;
+    w->label = p->lowp->label;
+    w->mp_cast = 1;
+    w->mp_src = v;
+    return w;
+}
+
 /* Mixed precision (DESIGN §4): an f32 matmul operand in a graph computing in bf16 is rounded
  * to bf16 once (a weight used twice, or a gradient feeding both products, shares one copy); the
  * product accumulates and is returned in f32. The copy's gradient goes straight to the f32
@@ -868,6 +909,8 @@ gval *g_lowp(g_graph *g, gval *v)
 {
     if (!v || g->compute != BORA_DTYPE_BF16 || v->dtype != BORA_DTYPE_F32)
         return v;
+    if (!v->lowp && v->base->storage == S_PARAM && g->store->shadows)
+        v->lowp = shadow_of(g, v);
     if (!v->lowp) {
         v->lowp = copy_as(g, v, BORA_DTYPE_BF16);
         if (v->lowp)
@@ -1551,6 +1594,29 @@ gval *g_grad_leaf(g_graph *g, long slot)
     return store_leaf(g, slot, S_GRAD, 0, "grad");
 }
 
+gval *g_param_leaf(g_graph *g, long slot)
+{
+    return store_leaf(g, slot, S_PARAM, 0, "param");
+}
+
+/* The node writes the bf16 rounding of value, which has the parameter's axes in its order. */
+bora_status g_assign_shadow(g_graph *g, long slot, gval *value)
+{
+    const g_slot *p = &g->store->slots[slot];
+    gnode *n = g_new_node(g, G_ASSIGN, 1, &value);
+    gval *out = n ? g_new_value(g, BORA_DTYPE_BF16, p->ndim, p->dims, p->names) : NULL;
+    if (!out)
+        return g->status;
+    g_add_out(n, out);
+    char label[256];
+    snprintf(label, sizeof label, "bf16.%s", p->name);
+    out->label = g_intern(label);
+    out->storage = S_SHADOW;
+    out->slot = (int)slot;
+    out->requires_grad = 0;
+    return BORA_OK;
+}
+
 gval *g_state_leaf(g_graph *g, long slot, int k)
 {
     char prefix[32];
@@ -1591,6 +1657,9 @@ static bora_status api_assign(bora_graph *gp, bora_tensor *dst, bora_tensor *val
     out->state = dst->state;
     out->label = dst->label;
     out->requires_grad = 0;
+    /* under c=bf16 the parameter's bf16 copy is written in the same pass */
+    if (dst->storage == S_PARAM && dst->dtype == BORA_DTYPE_F32 && g->store->shadows)
+        return g_assign_shadow(g, dst->slot, v);
     return BORA_OK;
 }
 

@@ -71,14 +71,17 @@ static int operands(const gnode *n, const gval **ops)
     return k;
 }
 
-/* The element count of a node that can join a segment, else -1. */
-static int64_t fusible(const gnode *n)
+/* The element count of a node that can join a segment, else -1. Every operand is f32, but for
+ * the write of a parameter's bf16 copy, where the backend takes it (ABI 1.5). */
+static int64_t fusible(const g_graph *g, const gnode *n)
 {
     if (!n->kernel || !fusible_op(n->op) || n->nout != 1)
         return -1;
     const gval *o = n->out[0];
     int64_t count = g_numel(o);
-    if (o->dtype != BORA_DTYPE_F32 || !dense_of(o, count) || count == 0)
+    int shadow = n->op == G_ASSIGN && o->dtype == BORA_DTYPE_BF16 && o->storage == S_SHADOW &&
+                 g->store->fused_bf16;
+    if ((o->dtype != BORA_DTYPE_F32 && !shadow) || !dense_of(o, count) || count == 0)
         return -1;
     if (n->op == BORA_OP_ACT_GRAD && n->opt.act.op == BORA_OP_MAX)
         return -1;
@@ -156,7 +159,7 @@ static int internal(const g_graph *g, const seg *s, int i)
 
 static int seg_signature(g_graph *g, seg *s)
 {
-    s->sig = malloc(sizeof(int) * (size_t)s->n * (3 + G_MAX_IN + 1));
+    s->sig = malloc(sizeof(int) * (size_t)s->n * (4 + G_MAX_IN + 1));
     if (!s->sig)
         return -1;
     int w = 0;
@@ -165,6 +168,7 @@ static int seg_signature(g_graph *g, seg *s)
         const gval *ins[G_MAX_IN + 1];
         int nin = operands(nd, ins);
         s->sig[w++] = nd->op;
+        s->sig[w++] = nd->out[0]->dtype;
         s->sig[w++] = nin;
         s->sig[w++] = internal(g, s, i);
         for (int k = 0; k < nin; k++) {
@@ -331,7 +335,7 @@ int g_plan_fusion(g_graph *g, const char *needed)
     int failed = 0, dirty = 1;
     for (size_t i = 0; i < g->n_nodes && !failed;) {
         gnode *n = g->nodes[i];
-        int64_t count = needed[i] ? fusible(n) : -1;
+        int64_t count = needed[i] ? fusible(g, n) : -1;
         if (count < 0) {
             dirty |= needed[i] && n->kernel;
             i++;
@@ -352,7 +356,7 @@ int g_plan_fusion(g_graph *g, const char *needed)
             if (!needed[j] ||
                 (!m->kernel && (m->op == G_VIEW || m->op == G_PARAM || m->op == G_INPUT)))
                 continue; /* no kernel: nothing runs between the steps */
-            if (fusible(m) != count)
+            if (fusible(g, m) != count)
                 break;
             s.nodes[s.n++] = m;
             s.last = (int)j;

@@ -28,7 +28,7 @@ enum {
 enum { V_PERMUTE = 1, V_RENAME, V_SLICE, V_BROADCAST, V_SPLIT, V_MERGE };
 
 /* Where a value's bytes live. */
-enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT, S_STATE, S_MODEL };
+enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT, S_STATE, S_MODEL, S_SHADOW };
 
 typedef struct gnode gnode;
 typedef struct bora_tensor gval;
@@ -54,6 +54,7 @@ struct bora_tensor {
     gval *grad;         /* during autodiff: the gradient accumulated so far */
     gval *lowp;         /* mixed precision: this value's copy in the compute dtype, once made */
     int mp_cast;        /* made by mixed precision's cast: its gradient goes to the source */
+    gval *mp_src;       /* a parameter's bf16 shadow (or a view of it): that source, else NULL */
     /* plan */
     int64_t arena_offset; /* bytes */
     int first_use, last_use;
@@ -130,7 +131,17 @@ struct g_store {
     size_t arena_bytes;
     uint64_t seed;
     int compute_dtype; /* trainer.mp's c: the dtype of model graphs' matmul operands (0: as built) */
-    g_mstate *mstates; /* model state: outside the arena, zeroed when allocated */
+    /* Under c=bf16, every f32 parameter's bf16 copy (its shadow), at half its parameter offset:
+     * model graphs multiply the shadows, apply graphs write them with the parameters (one pass),
+     * and a host-side write to the parameters (initial values, a checkpoint) marks them stale,
+     * to be recomputed before a graph next reads them. */
+    int shadows;         /* whether the store keeps shadows (set before graphs are built) */
+    int fused_bf16;      /* the backend's fused groups take bf16 COPY outputs (ABI 1.5) */
+    int shadows_stale;   /* the parameters changed outside an apply graph */
+    bora_buffer *shadow; /* param_bytes / 2 */
+    char *shadow_ptr;
+    struct g_graph *refresh; /* the apply graph recomputing every shadow, once needed */
+    g_mstate *mstates;       /* model state: outside the arena, zeroed when allocated */
     size_t n_mstates, cap_mstates, mstate_bytes;
     bora_buffer *mstate;
     char *mstate_ptr;
@@ -153,11 +164,12 @@ typedef struct g_graph {
     size_t n_vals, cap_vals;
     g_input *inputs;
     size_t n_inputs, cap_inputs;
-    gval *output;     /* the loss (train) or logits */
-    int recompute;    /* recompute between checkpoints in the backward pass */
-    int64_t batch;    /* sequences per execution, for models (default 1) */
-    int compute;      /* matmul operands' dtype under mixed precision (0: the operands' own) */
-    int *checkpoints; /* node ids producing checkpointed values, ascending */
+    gval *output;      /* the loss (train) or logits */
+    int recompute;     /* recompute between checkpoints in the backward pass */
+    int64_t batch;     /* sequences per execution, for models (default 1) */
+    int compute;       /* matmul operands' dtype under mixed precision (0: the operands' own) */
+    int reads_shadows; /* a model graph multiplying the store's bf16 shadows */
+    int *checkpoints;  /* node ids producing checkpointed values, ascending */
     size_t n_checkpoints, cap_checkpoints;
     bora_status status;
     char error[1024];
@@ -184,6 +196,15 @@ void g_store_free(g_store *s);
 bora_status g_store_materialize(g_store *s);
 /* Zero every gradient. */
 bora_status g_store_zero_grads(g_store *s);
+/* Mixed precision (trainer.mp's c) before any graph is built: under bf16, model graphs multiply
+ * bf16 operands and the store keeps the parameters' bf16 copies, which the optimizer's fused
+ * pass writes where the backend was built for ABI 1.5 or later. */
+void g_store_mixed(g_store *s, int compute, uint32_t backend_abi_minor);
+/* The parameters were written outside an apply graph: recompute the shadows before they are
+ * next read. */
+void g_store_params_changed(g_store *s);
+/* Recompute every shadow now, if stale. */
+bora_status g_store_refresh_shadows(g_store *s);
 /* Zero every model-state buffer (a new generation). */
 bora_status g_store_zero_model_state(g_store *s);
 /* Find a slot by name, or -1. */
@@ -222,6 +243,10 @@ gval *g_reduce_last(g_graph *g, int op, gval *x, int n, const char *const *axes)
 /* Leaves over the store: parameter slot's gradient, and state slot k of a parameter. */
 gval *g_grad_leaf(g_graph *g, long slot);
 gval *g_state_leaf(g_graph *g, long slot, int k);
+/* A leaf over parameter slot's storage. */
+gval *g_param_leaf(g_graph *g, long slot);
+/* Apply graphs: parameter slot's shadow = bf16(value). */
+bora_status g_assign_shadow(g_graph *g, long slot, gval *value);
 
 extern const bora_graph_api g_api;
 

@@ -339,6 +339,7 @@ static char *storage_of(g_graph *g, const gval *base)
     case S_MODEL: return s->mstate_ptr + s->mstates[base->slot].offset;
     case S_STATE:
         return s->state_ptr + (size_t)base->state * s->param_bytes + s->slots[base->slot].offset;
+    case S_SHADOW: return s->shadow_ptr + s->slots[base->slot].offset / 2;
     default: return s->arena_ptr + base->arena_offset;
     }
 }
@@ -522,6 +523,11 @@ bora_status g_run(g_graph *g)
     if (!g->finalized || !g->store->param_ptr)
         return bora_error_set(BORA_ERR_INVALID, "graph run before it was finalized and the "
                                                 "store allocated");
+    if (g->reads_shadows) {
+        bora_status st = g_store_refresh_shadows(g->store);
+        if (st != BORA_OK)
+            return st;
+    }
     if (profile_on() && !g->prof_s && g->n_nodes)
         g->prof_s = calloc(g->n_nodes, sizeof *g->prof_s);
     g->kernels_run = 0;
@@ -560,6 +566,7 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
     case S_STATE:
         buf = s->states, off = (size_t)v->state * s->param_bytes + s->slots[v->slot].offset;
         break;
+    case S_SHADOW: buf = s->shadow, off = s->slots[v->slot].offset / 2; break;
     case S_INPUT: buf = g->inputs[v->slot].buf, off = 0; break;
     case S_MODEL: buf = s->mstate, off = s->mstates[v->slot].offset; break;
     default: buf = s->arena, off = (size_t)v->arena_offset;

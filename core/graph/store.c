@@ -77,6 +77,7 @@ void g_store_free(g_store *s)
 {
     if (!s)
         return;
+    g_graph_free(s->refresh);
     for (size_t i = 0; i < s->n_slots; i++)
         free(s->slots[i].name);
     free(s->slots);
@@ -93,6 +94,8 @@ void g_store_free(g_store *s)
         s->ops->buffer_free(s->backend, s->arena);
     if (s->states)
         s->ops->buffer_free(s->backend, s->states);
+    if (s->shadow)
+        s->ops->buffer_free(s->backend, s->shadow);
     free(s);
 }
 
@@ -147,6 +150,13 @@ bora_status g_store_materialize(g_store *s)
     s->mstate_ptr = s->ops->buffer_ptr(s->backend, s->mstate);
     if ((zst = g_store_zero_model_state(s)) != BORA_OK)
         return zst;
+    if (s->shadows) {
+        if (s->ops->buffer_alloc(s->backend, bytes / 2, 64, &s->shadow) != BORA_OK)
+            return bora_error_set(BORA_ERR_NOMEM,
+                                  "cannot allocate %zu bytes of bf16 weight copies on %s",
+                                  bytes / 2, s->backend_name);
+        s->shadow_ptr = s->ops->buffer_ptr(s->backend, s->shadow);
+    }
     s->param_ptr = s->ops->buffer_ptr(s->backend, s->params);
     s->grad_ptr = s->ops->buffer_ptr(s->backend, s->grads);
     s->arena_ptr = s->ops->buffer_ptr(s->backend, s->arena);
@@ -164,7 +174,59 @@ bora_status g_store_materialize(g_store *s)
         if (st != BORA_OK)
             return st;
     }
+    g_store_params_changed(s);
     return g_store_zero_grads(s);
+}
+
+void g_store_mixed(g_store *s, int compute, uint32_t backend_abi_minor)
+{
+    s->compute_dtype = compute;
+    s->shadows = compute == BORA_DTYPE_BF16;
+    s->fused_bf16 = s->shadows && backend_abi_minor >= 5;
+}
+
+void g_store_params_changed(g_store *s)
+{
+    s->shadows_stale = s->shadows;
+}
+
+/* One apply graph: every f32 parameter's shadow = bf16(parameter). */
+static bora_status build_refresh(g_store *s)
+{
+    g_graph *g = g_graph_new(s, BORA_MODE_APPLY);
+    if (!g)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < s->n_slots && !g->status; i++)
+        if (s->slots[i].dtype == BORA_DTYPE_F32) {
+            gval *p = g_param_leaf(g, (long)i);
+            if (p && g_assign_shadow(g, (long)i, p) == BORA_OK)
+                g->output = p;
+        }
+    if (!g->output && !g->status)
+        g_fail(g, "no f32 parameters to keep bf16 copies of");
+    if (g->status || g_finalize(g) != BORA_OK) {
+        bora_status st = bora_error_set(g->status ? g->status : BORA_ERR_INTERNAL,
+                                        "the bf16 weight copies' graph: %s", g->error);
+        g_graph_free(g);
+        return st;
+    }
+    s->refresh = g;
+    return BORA_OK;
+}
+
+bora_status g_store_refresh_shadows(g_store *s)
+{
+    if (!s->shadows_stale)
+        return BORA_OK;
+    if (!s->refresh) {
+        bora_status st = build_refresh(s);
+        if (st != BORA_OK)
+            return st;
+    }
+    bora_status st = g_run(s->refresh);
+    if (st == BORA_OK)
+        s->shadows_stale = 0;
+    return st;
 }
 
 bora_status g_store_zero_model_state(g_store *s)

@@ -621,7 +621,7 @@ static bora_status build(trainer *t, bora_config *root)
     if (!t->store)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     if (t->compute_dtype == BORA_DTYPE_BF16) {
-        t->store->compute_dtype = BORA_DTYPE_BF16;
+        g_store_mixed(t->store, BORA_DTYPE_BF16, t->be_entry->file->abi_minor);
         if (!strcmp(t->be_entry->ops->name, "cpu"))
             bora_log(BORA_LOG_WARN,
                      "trainer.mp: c=bf16 on the cpu backend rounds every matmul's operands to "

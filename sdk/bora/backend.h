@@ -76,7 +76,9 @@ typedef bora_status (*bora_kernel_fn)(bora_backend *b, const bora_kernel_args *a
 /* A fused elementwise chain (DESIGN §4): the same steps over one or more segments, run tile by
  * tile so that the intermediates stay in cache. args holds n_segments × n_steps argument blocks
  * (segment-major) whose every operand is f32 and either dense with count[segment] elements or
- * a broadcast of one element (every stride 0). An operand whose scratch entry is not -1 lives
+ * a broadcast of one element (every stride 0); since ABI 1.5 the output of a COPY step may also
+ * be bf16 (dense, never scratch: round to nearest even), the parameters' bf16 copies written by
+ * the optimizer's pass under trainer.mp c=bf16. An operand whose scratch entry is not -1 lives
  * only inside a tile: its data pointer is NULL and the backend gives it scratch tile
  * scratch[step * BORA_FUSED_OPERANDS + operand] (operands: the inputs, then the outputs). Every
  * step reads and writes element i only at index i, so any tiling gives the unfused results. */

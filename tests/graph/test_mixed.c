@@ -7,7 +7,11 @@
  *     unrounded sums by bf16's rounding (so the rounding happened);
  *   - the gradients stay f32 (most are not bf16 values) and the f32 path is untouched;
  *   - each operand is rounded once: five casts in all (X, W, V, dy, dz);
- *   - the bits are the same on 1 and 2 threads, and run after run.
+ *   - the bits are the same on 1 and 2 threads, and run after run;
+ *   - with the store's bf16 copies of the parameters (as bora train keeps them, written by the
+ *     optimizer's pass), the graph casts only dy and dz and gives the same bits; a host-side
+ *     write to a parameter, once announced, reaches its copy before the next run (w negated
+ *     negates y exactly).
  *
  * usage: test_mixed PLUGIN_DIR */
 #include "../test.h"
@@ -40,6 +44,7 @@ typedef struct run {
     float *y, *z, *dx, *dw, *dv; /* outputs and gradients */
     float *x, *w, *v, *c, *d;    /* parameters and inputs */
     int casts;                   /* bf16 copies in the graph */
+    float *y_negated;            /* shadows: y after w was negated on the host */
 } run;
 
 static float *grab(const void *p, size_t n)
@@ -51,18 +56,22 @@ static float *grab(const void *p, size_t n)
 
 static void run_free(run *r)
 {
-    float *all[] = {r->y, r->z, r->dx, r->dw, r->dv, r->x, r->w, r->v, r->c, r->d};
+    float *all[] = {r->y, r->z, r->dx, r->dw, r->dv, r->x, r->w, r->v, r->c, r->d, r->y_negated};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         free(all[i]);
 }
 
-/* Build, run twice (gradients zeroed between), keep the second run's results. */
-static int build_run(int threads, int compute, run *out)
+/* Build, run twice (gradients zeroed between), keep the second run's results. With shadows, the
+ * store keeps bf16 copies of the parameters. */
+static int build_run(int threads, int compute, int shadows, run *out)
 {
     memset(out, 0, sizeof *out);
     rig r;
     rig_open(&r, plugin_dir, threads, 5);
-    r.store->compute_dtype = compute;
+    if (shadows)
+        g_store_mixed(r.store, compute, BORA_ABI_MINOR);
+    else
+        r.store->compute_dtype = compute;
     g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *gp = &g->pub;
     const bora_graph_api *A = gp->api;
@@ -136,6 +145,19 @@ static int build_run(int threads, int compute, run *out)
     out->dv = grab(rig_grad(&r, "v"), (size_t)N2 * K);
     out->c = c;
     out->d = d;
+    if (shadows) { /* w negated on the host: y follows once the store is told */
+        long at = g_store_find(r.store, "w");
+        for (size_t i = 0; i < (size_t)K * N; i++)
+            out->w[i] = -out->w[i];
+        CHECK(r.store->ops->copy_in(r.store->backend, r.store->params, r.store->slots[at].offset,
+                                    out->w, sizeof(float) * K * N) == BORA_OK);
+        for (size_t i = 0; i < (size_t)K * N; i++)
+            out->w[i] = -out->w[i];
+        g_store_params_changed(r.store);
+        out->y_negated = malloc(sizeof(float) * M * N);
+        CHECK(g_run(fy) == BORA_OK);
+        CHECK(g_read(fy, fy->output, out->y_negated, sizeof(float) * M * N) == BORA_OK);
+    }
 done:
     g_graph_free(fy);
     g_graph_free(fz);
@@ -237,12 +259,23 @@ int main(int argc, char **argv)
         return 2;
     }
     plugin_dir = argv[1];
-    run one, two, f32;
-    if (!build_run(2, BORA_DTYPE_BF16, &two) || !build_run(1, BORA_DTYPE_BF16, &one) ||
-        !build_run(2, 0, &f32))
+    run one, two, f32, kept;
+    if (!build_run(2, BORA_DTYPE_BF16, 0, &two) || !build_run(1, BORA_DTYPE_BF16, 0, &one) ||
+        !build_run(2, 0, 0, &f32) || !build_run(2, BORA_DTYPE_BF16, 1, &kept))
         return test_summary("test_mixed");
-    printf("bf16 copies in the graph: %d\n", two.casts);
+    printf("bf16 copies in the graph: %d; with the store's copies of the parameters, %d\n",
+           two.casts, kept.casts);
     CHECK(two.casts == 5);
+    CHECK(kept.casts == 2);
+    /* the store's copies are the graph's casts: the same bits */
+    CHECK(same(kept.y, two.y, M * N) && same(kept.z, two.z, M * N2));
+    CHECK(same(kept.dx, two.dx, M * K) && same(kept.dw, two.dw, (size_t)K * N) &&
+          same(kept.dv, two.dv, (size_t)N2 * K));
+    size_t negated = 0;
+    for (size_t i = 0; i < (size_t)M * N; i++)
+        negated += kept.y_negated[i] == -kept.y[i];
+    printf("after w was negated on the host: %zu of %zu outputs negated\n", negated, (size_t)M * N);
+    CHECK(negated == (size_t)M * N);
     CHECK(f32.casts == 0);
     check_values(&two);
     /* the same bits on one thread as on two */
@@ -255,5 +288,6 @@ int main(int argc, char **argv)
     run_free(&one);
     run_free(&two);
     run_free(&f32);
+    run_free(&kept);
     return test_summary("test_mixed");
 }

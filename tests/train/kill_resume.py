@@ -3,7 +3,11 @@
 checkpoint save, and one of either) and started again each time ends with a model.safetensors
 and a loss at every step bitwise equal to a run never interrupted.
 
-usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR   (BORA_KILL_SEED picks the seed)
+With MP (trainer.mp, say p=f32,c=bf16) the runs use that precision: under c=bf16 the resumed
+run must multiply bf16 copies of the checkpoint's weights, not of the initial ones.
+
+usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP]
+       (BORA_KILL_SEED picks the seed)
 """
 import json
 import os
@@ -15,6 +19,7 @@ import sys
 import time
 
 bora, plugin_dir, tokenizer, text, work = sys.argv[1:6]
+mp = sys.argv[6] if len(sys.argv) > 6 else "p=f32,c=f32"
 # Under ASan, LeakSanitizer's exit-time scan of a process with OpenMP workers sometimes crashes
 # in its own tracer ("Tracer caught signal 11"); the leak checks of bora train are made by
 # train.cli and train.accumulate, so they are off for the processes of this test.
@@ -34,6 +39,7 @@ trainer:
   per_device_parallelism: 4
   num_threads: 2
   seed: 11
+  mp: {mp}
   checkpointer:
     base_path: {work}/ckpt
     save_interval: 0s

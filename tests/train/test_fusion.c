@@ -5,8 +5,10 @@
  * the same bits. The executor's report must show AdamW as one kernel per parameter group (a
  * group for the parameters with decay, one for those without) and the zeroing of gradients as
  * one more; and the fused step must move fewer bytes, because the update's intermediates stay in
- * scratch tiles. Then cross-entropy with its gradient, one kernel over the logits in place
- * against two (check_xent).
+ * scratch tiles. Under trainer.mp c=bf16 the same pass also writes every parameter's bf16 copy:
+ * still one kernel per group, no kernel more in all, the copies the bf16 rounding of the new
+ * parameters, fused and unfused alike. Then cross-entropy with its gradient, one kernel over the
+ * logits in place against two (check_xent).
  *
  * usage: test_fusion PLUGIN_DIR */
 #include "../graph/rig.h"
@@ -28,12 +30,13 @@ static const pdesc params[] = {
 #define NP (sizeof params / sizeof params[0])
 
 typedef struct outcome {
-    void *p, *s; /* parameter and state blocks after the steps */
+    void *p, *s;  /* parameter and state blocks after the steps */
+    uint16_t *sh; /* c=bf16: the parameters' bf16 copies */
     size_t p_bytes, s_bytes;
     double norms[3];
     float losses[3];
     uint64_t kernels, bytes, fused_runs, fused_nodes;
-    int update_groups, decay_segments, nodecay_segments, updates_outside;
+    int update_groups, decay_segments, nodecay_segments, updates_outside, copies_outside;
 } outcome;
 
 static int is_param_assign(const gnode *n)
@@ -49,12 +52,14 @@ static void set_fusion(int fused)
         setenv("BORA_NO_FUSION", "1", 1);
 }
 
-static void run(const char *plugin_dir, int fused, outcome *o)
+static void run(const char *plugin_dir, int fused, int bf16, outcome *o)
 {
     memset(o, 0, sizeof *o);
     set_fusion(fused);
     rig r;
     rig_open(&r, plugin_dir, 2, 9);
+    if (bf16)
+        g_store_mixed(r.store, BORA_DTYPE_BF16, BORA_ABI_MINOR);
     bora_optimizer *opt;
     const bora_optimizer_ops *ops = rig_adamw(&r, &opt);
     /* loss = Σ_p Σ gelu(p) · p: every gradient is dense and different */
@@ -109,14 +114,21 @@ static void run(const char *plugin_dir, int fused, outcome *o)
         else
             o->nodecay_segments = f->n_segments;
     }
-    for (size_t i = 0; i < ap.g->n_nodes; i++)
-        o->updates_outside += is_param_assign(ap.g->nodes[i]) && !ap.g->nodes[i]->fused;
+    for (size_t i = 0; i < ap.g->n_nodes; i++) {
+        const gnode *n = ap.g->nodes[i];
+        o->updates_outside += is_param_assign(n) && !n->fused;
+        o->copies_outside += n->op == G_ASSIGN && n->out[0]->storage == S_SHADOW && !n->fused;
+    }
     o->p_bytes = r.store->param_bytes;
     o->s_bytes = r.store->param_bytes * r.store->n_states;
     o->p = malloc(o->p_bytes);
     o->s = malloc(o->s_bytes);
     memcpy(o->p, r.store->param_ptr, o->p_bytes);
     memcpy(o->s, r.store->state_ptr, o->s_bytes);
+    if (bf16) {
+        o->sh = malloc(o->p_bytes / 2);
+        memcpy(o->sh, r.store->shadow_ptr, o->p_bytes / 2);
+    }
     bora_apply_free(&ap);
     g_graph_free(train);
     ops->destroy(opt);
@@ -209,6 +221,51 @@ static void check_xent(const char *plugin_dir)
     free(u.grads);
 }
 
+/* bf16 of x, rounded to nearest even (the parameters are finite) */
+static uint16_t bf16_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* c=bf16: the same parameters and states as f32 (this loss has no matmul), fused and unfused;
+ * the copies the rounding of the parameters; the pass as many kernels as f32's. */
+static void check_copies(const char *plugin_dir, const outcome *f32)
+{
+    outcome f, u;
+    run(plugin_dir, 1, 1, &f);
+    run(plugin_dir, 0, 1, &u);
+    CHECK(f.p && u.p && f.sh && u.sh && f.p_bytes == f32->p_bytes);
+    if (f.p && u.p && f.sh && u.sh && f.p_bytes == f32->p_bytes) {
+        CHECK(memcmp(f.p, f32->p, f.p_bytes) == 0 && memcmp(f.s, f32->s, f.s_bytes) == 0);
+        CHECK(memcmp(u.p, f.p, f.p_bytes) == 0 && memcmp(u.sh, f.sh, f.p_bytes / 2) == 0);
+        size_t wrong = 0, n = 0;
+        const float *p = f.p;
+        for (size_t i = 0; i < NP; i++) {
+            size_t count = (size_t)params[i].rows * (size_t)(params[i].cols ? params[i].cols : 1);
+            for (size_t e = 0; e < count; e++, n++)
+                wrong += f.sh[(p - (const float *)f.p) + e] != bf16_of(p[e]);
+            p += (count + 15) / 16 * 16; /* each parameter 64-byte aligned */
+        }
+        printf("c=bf16: %zu of %zu bf16 copies are not the rounding of their parameter\n", wrong,
+               n);
+        CHECK(wrong == 0 && n > 0);
+    }
+    printf("c=bf16: the pass ran %llu kernels (%llu fused groups), against %llu in f32\n",
+           (unsigned long long)f.kernels, (unsigned long long)f.fused_runs,
+           (unsigned long long)f32->kernels);
+    CHECK(f.kernels == f32->kernels && f.fused_runs == 3 && f.update_groups == 2);
+    CHECK(f.copies_outside == 0 && f.updates_outside == 0);
+    CHECK(u.fused_runs == 0);
+    outcome *all[] = {&f, &u};
+    for (int i = 0; i < 2; i++) {
+        free(all[i]->p);
+        free(all[i]->s);
+        free(all[i]->sh);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -217,8 +274,8 @@ int main(int argc, char **argv)
     }
     bora_log_set_level(BORA_LOG_WARN);
     outcome f, u;
-    run(argv[1], 1, &f);
-    run(argv[1], 0, &u);
+    run(argv[1], 1, 0, &f);
+    run(argv[1], 0, 0, &u);
     CHECK(f.p && u.p && f.p_bytes == u.p_bytes && f.s_bytes == u.s_bytes);
     if (f.p && u.p) {
         CHECK(memcmp(f.p, u.p, f.p_bytes) == 0);
@@ -253,6 +310,7 @@ int main(int argc, char **argv)
     CHECK(u.fused_runs == 0 && u.update_groups == 0);
     CHECK(f.kernels == u.kernels - f.fused_nodes + f.fused_runs);
     CHECK(f.bytes < u.bytes / 2);
+    check_copies(argv[1], &f);
     free(f.p);
     free(f.s);
     free(u.p);

@@ -323,9 +323,9 @@ int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
 static int fused_step_ok(const bora_kernel_args *a)
 {
     int op = (int)a->op;
-    if (op == BORA_OP_COPY)
+    if (op == BORA_OP_COPY) /* f32, or rounded to a bf16 output (ABI 1.5) */
         return a->n_inputs == 1 && a->inputs[0].dtype == BORA_DTYPE_F32 &&
-               a->outputs[0].dtype == BORA_DTYPE_F32;
+               (a->outputs[0].dtype == BORA_DTYPE_F32 || a->outputs[0].dtype == BORA_DTYPE_BF16);
     int act_op = op == BORA_OP_ACT_GRAD ? ((const bora_opt_act *)a->options)->op : 0;
     return a->n_inputs <= 2 && a->n_outputs == 1 &&
            span(&cpu_simd_generic, op, act_op, 0, NULL, NULL, NULL, 0);
@@ -344,9 +344,16 @@ static int is_bcast(const bora_tensor_desc *t, int64_t count)
 bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
 {
     uint32_t steps = f->n_steps, nseg = f->n_segments;
-    for (uint32_t i = 0; i < steps * nseg; i++)
-        if (!fused_step_ok(&f->args[i]))
+    for (uint32_t i = 0; i < steps * nseg; i++) {
+        const bora_kernel_args *a = &f->args[i];
+        const int32_t *sc = &f->scratch[(i % steps) * BORA_FUSED_OPERANDS];
+        if (!fused_step_ok(a))
             return BORA_ERR_UNSUPPORTED;
+        /* a bf16 output is written to memory from a dense (or scratch) input */
+        if (a->outputs[0].dtype == BORA_DTYPE_BF16 &&
+            (sc[1] >= 0 || (sc[0] < 0 && is_bcast(&a->inputs[0], f->count[i / steps]))))
+            return BORA_ERR_UNSUPPORTED;
+    }
     /* jobs: every segment's tiles, in order */
     int64_t *first = malloc(sizeof(int64_t) * (nseg + 1));
     if (!first)
@@ -378,9 +385,15 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
                 const bora_kernel_args *a = &f->args[seg * steps + st];
                 const int32_t *sc = &f->scratch[st * BORA_FUSED_OPERANDS];
                 const float *in[2] = {NULL, NULL};
+                int op = (int)a->op;
+                if (a->outputs[0].dtype == BORA_DTYPE_BF16) { /* checked above */
+                    const float *x = sc[0] >= 0 ? tiles + (size_t)sc[0] * FUSED_TILE
+                                                : (const float *)a->inputs[0].data + i0;
+                    b->simd->to_bf16((uint16_t *)a->outputs[0].data + i0, x, len);
+                    continue;
+                }
                 float *out = sc[a->n_inputs] >= 0 ? tiles + (size_t)sc[a->n_inputs] * FUSED_TILE
                                                   : (float *)a->outputs[0].data + i0;
-                int op = (int)a->op;
                 /* a binary op with one scalar operand (a learning rate, say) and one array: one
                  * loop over the array, no tile filled with the scalar */
                 int sk = -1;
