@@ -1963,7 +1963,8 @@ const char *g_op_name(int op)
                                         "one_hot",
                                         "attention_bias",
                                         "write_slice",
-                                        "cross_entropy_fused"};
+                                        "cross_entropy_fused",
+                                        "sum_squares"};
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];
     switch (op) {

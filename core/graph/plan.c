@@ -68,6 +68,52 @@ static int may_overwrite(const g_graph *g, const gval *x, const gnode *a, const 
     return 1;
 }
 
+/* Whether a and b are the same elements in the same order (one value, or two views alike). */
+static int same_elements(const gval *a, const gval *b)
+{
+    if (a == b)
+        return 1;
+    if (a->base != b->base || a->offset != b->offset || a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i] || (a->dims[i] > 1 && a->strides[i] != b->strides[i]))
+            return 0;
+    return 1;
+}
+
+/* Σ x·x (a gradient norm's term) as one node, BORA_OP_SUM_SQUARES, where a SUM reads only a
+ * MUL of a dense x by itself and nothing else reads the squares: one pass over x, no squares in
+ * memory. The MUL is then read by nothing and drops out. BORA_NO_FUSION turns it off. */
+static void fuse_sum_squares(g_graph *g)
+{
+    for (size_t si = 0; si < g->n_nodes; si++) {
+        gnode *S = g->nodes[si];
+        if (S->op != BORA_OP_SUM || S->nin != 1 || S->nout != 1)
+            continue;
+        gval *m = S->in[0], *x;
+        gnode *M = m->node;
+        if (!M || M->op != BORA_OP_MUL || M->nin != 2 || !same_elements(M->in[0], M->in[1]) ||
+            M->nout != 1 || M->out[0] != m || m->base != m || m == g->output->base)
+            continue;
+        x = M->in[0];
+        int ok = x->dtype == m->dtype && x->ndim == m->ndim;
+        int64_t stride = 1;
+        for (int i = x->ndim - 1; i >= 0 && ok; i--) {
+            ok = x->dims[i] == m->dims[i] && x->names[i] == m->names[i] &&
+                 (x->dims[i] == 1 || x->strides[i] == stride);
+            stride *= x->dims[i];
+        }
+        for (size_t i = 0; i < g->n_nodes && ok; i++)
+            for (int k = 0; k < g->nodes[i]->nin && ok; k++)
+                ok = g->nodes[i] == S || g->nodes[i]->in[k]->base != m;
+        gval *operands[2] = {x, S->out[0]};
+        if (!ok || !has_kernel(g, BORA_OP_SUM_SQUARES, operands, 2))
+            continue;
+        S->op = BORA_OP_SUM_SQUARES;
+        S->in[0] = x;
+    }
+}
+
 /* Cross-entropy and its gradient as one node, BORA_OP_XENT_FUSED, at the forward node's place,
  * writing the gradient over the logits: one pass over them instead of three, and no second
  * buffer the size of the logits. Done where the backend has the kernel, nothing else reads the
@@ -186,6 +232,8 @@ bora_status g_finalize(g_graph *g)
         free(iv);
         return g_fail(g, "out of memory");
     }
+    if (fusion)
+        fuse_sum_squares(g);
     mark_needed(g, needed);
 
     /* Liveness of arena values: from the producing node to the last node reading the value or

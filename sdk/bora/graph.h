@@ -172,7 +172,11 @@ typedef enum bora_op {
      * logits, and the kernel then writes the gradient over them. Optional: without it the host
      * runs the two kernels. */
     BORA_OP_XENT_FUSED = 38,
-    BORA_OP_COUNT_ = 39 /* one past the last op id */
+    /* x -> Σ x·x over the input's trailing axes (ABI 1.5; bora_opt_reduce), each square rounded
+     * to x's dtype first: the bits of MUL (x, x) then SUM, without the squares in memory (a
+     * gradient norm). The host uses it for a dense x; optional: without it, the two kernels. */
+    BORA_OP_SUM_SQUARES = 39,
+    BORA_OP_COUNT_ = 40 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */

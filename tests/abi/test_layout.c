@@ -18,7 +18,7 @@ _Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 5,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
-                   BORA_OP_XENT_FUSED == 38 && BORA_OP_COUNT_ == 39,
+                   BORA_OP_XENT_FUSED == 38 && BORA_OP_SUM_SQUARES == 39 && BORA_OP_COUNT_ == 40,
                "op ids changed");
 
 static void layout(void)

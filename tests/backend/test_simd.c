@@ -199,6 +199,16 @@ static void check_rows(const cpu_simd *s)
     printf("%s exp_sum: %s\n", s->isa,
            exp_sum_differs ? "DIFFERENT from SUB, EXP and sum_exp" : "SUB, EXP and sum_exp's bits");
     CHECK(!exp_sum_differs);
+    /* sum_sq: MUL (x, x) then sum, bit for bit, at every tail length */
+    int sum_sq_differs = 0;
+    for (int64_t n = 1; n <= V; n = n < 40 ? n + 1 : n * 3 + 1) {
+        s->arith(BORA_OP_MUL, g, x, x, 0, n);
+        double got = s->sum_sq(x, n), want = s->sum(g, n);
+        sum_sq_differs |= memcmp(&got, &want, sizeof got) != 0;
+    }
+    printf("%s sum_sq: %s\n", s->isa,
+           sum_sq_differs ? "DIFFERENT from MUL then sum" : "MUL then sum's bits");
+    CHECK(!sum_sq_differs);
     free(y);
     free(x);
     free(g);

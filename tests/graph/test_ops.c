@@ -176,12 +176,14 @@ static bora_tensor *b_reduce(bora_graph *g, int dt, int v)
 {
     bora_axis ax[3] = {AX("x", 3), AX("y", 4), AX("z", 2)};
     bora_tensor *a = P(g, "a", dt, 3, ax);
-    const char *y[] = {"y"}, *x[] = {"x"};
+    const char *y[] = {"y"}, *x[] = {"x"}, *yz[] = {"y", "z"};
     switch (v) {
     case 0: return g->api->scale(g, a, -1.75);
     case 1: return g->api->reduce(g, BORA_OP_SUM, a, 1, y);
     case 2: return g->api->reduce(g, 0, a, 1, x);
-    default: return g->api->reduce(g, BORA_OP_MAX, a, 1, y);
+    case 3: return g->api->reduce(g, BORA_OP_MAX, a, 1, y);
+    default: /* Σ a·a: the planner makes it one SUM_SQUARES kernel in f32 */
+        return g->api->reduce(g, BORA_OP_SUM, bora_mul(g, a, a), 2, yz);
     }
 }
 static void r_reduce(rig *r, int v, double *out)
@@ -191,6 +193,12 @@ static void r_reduce(rig *r, int v, double *out)
     if (v == 0)
         for (int i = 0; i < 24; i++)
             out[i] = -1.75 * a[i];
+    else if (v == 4)
+        for (int i = 0; i < 3; i++) {
+            out[i] = 0;
+            for (int j = 0; j < 8; j++)
+                out[i] += a[i * 8 + j] * a[i * 8 + j];
+        }
     else if (v == 1 || v == 3)
         for (int i = 0; i < 3; i++)
             for (int k = 0; k < 2; k++) {
@@ -528,7 +536,7 @@ static void r_layout(rig *r, int v, double *out)
 static const ocase cases[] = {
     {"unary", b_unary, r_unary, 11, 0},
     {"binary", b_binary, r_binary, 4, 0},
-    {"scale/reduce", b_reduce, r_reduce, 4, 0},
+    {"scale/reduce", b_reduce, r_reduce, 5, 0},
     {"dot", b_dot, r_dot, 4, 0},
     {"layernorm", b_layernorm, r_layernorm, 1, 0},
     {"softmax", b_softmax, r_softmax, 2, 0},
@@ -566,6 +574,9 @@ static void check_forward(const ocase *c, int v, int dt)
     }
     fill_int_inputs(g);
     CHECK(g_run(g) == BORA_OK);
+    /* made by the planner from MUL and SUM after autodiff, so it has no gradient of its own:
+     * checked here, forward, in f32 (the CPU backend has it for f32 only) */
+    ops_seen[BORA_OP_SUM_SQUARES] += g->op_runs[BORA_OP_SUM_SQUARES];
     if (c->build == b_attention && v == 3) { /* an extent past its maximum is refused */
         int32_t too_long = 6;
         CHECK(g_set_input(g, "klen", &too_long, sizeof too_long) == BORA_ERR_INVALID);
@@ -778,7 +789,7 @@ int main(int argc, char **argv)
             }
     check_write_slice();
     /* Every kernel op ran in some gradient check (forward or backward), or in its own check
-     * when nothing differentiates through it (write_slice). */
+     * when nothing differentiates through it (write_slice, sum_squares). */
     for (int op = 1; op < BORA_OP_COUNT_; op++)
         if (!ops_seen[op]) {
             fprintf(stderr, "op '%s' (%d) has no gradient case in test_ops\n", g_op_name(op), op);

@@ -4,8 +4,9 @@
  * and once with BORA_NO_FUSION=1. Parameters, both moments, gradient norms and the loss must be
  * the same bits. The executor's report must show AdamW as one kernel per parameter group (a
  * group for the parameters with decay, one for those without) and the zeroing of gradients as
- * one more; and the fused step must move fewer bytes, because the update's intermediates stay in
- * scratch tiles. Under trainer.mp c=bf16 the same pass also writes every parameter's bf16 copy:
+ * one more, each gradient's Σ g·g for the norm one kernel (BORA_OP_SUM_SQUARES, the bits of MUL
+ * then SUM); and the fused step must move fewer bytes, because the update's intermediates stay
+ * in scratch tiles. Under trainer.mp c=bf16 the same pass also writes every parameter's bf16 copy:
  * still one kernel per group, no kernel more in all, the copies the bf16 rounding of the new
  * parameters, fused and unfused alike. Then cross-entropy with its gradient, one kernel over the
  * logits in place against two (check_xent).
@@ -35,7 +36,7 @@ typedef struct outcome {
     size_t p_bytes, s_bytes;
     double norms[3];
     float losses[3];
-    uint64_t kernels, bytes, fused_runs, fused_nodes;
+    uint64_t kernels, bytes, fused_runs, fused_nodes, sum_squares;
     int update_groups, decay_segments, nodecay_segments, updates_outside, copies_outside;
 } outcome;
 
@@ -100,6 +101,7 @@ static void run(const char *plugin_dir, int fused, int bf16, outcome *o)
     o->bytes = ap.g->bytes_moved;
     o->fused_runs = ap.g->fused_runs;
     o->fused_nodes = ap.g->fused_nodes;
+    o->sum_squares = ap.g->op_runs[BORA_OP_SUM_SQUARES] / 3; /* per step */
     /* which fused groups update parameters, and over how many segments */
     for (size_t k = 0; k < ap.g->n_fused; k++) {
         const g_fused *f = &ap.g->fused[k];
@@ -308,7 +310,11 @@ int main(int argc, char **argv)
     CHECK(f.updates_outside == 0);
     CHECK(f.fused_runs == 3); /* the two update groups and the zeroing of gradients */
     CHECK(u.fused_runs == 0 && u.update_groups == 0);
-    CHECK(f.kernels == u.kernels - f.fused_nodes + f.fused_runs);
+    /* the gradient norm: each parameter's Σ g·g one kernel, not a MUL and a SUM */
+    printf("gradient norm: %llu sums of squares fused, %llu unfused\n",
+           (unsigned long long)f.sum_squares, (unsigned long long)u.sum_squares);
+    CHECK(f.sum_squares == NP && u.sum_squares == 0);
+    CHECK(f.kernels == u.kernels - f.fused_nodes + f.fused_runs - f.sum_squares);
     CHECK(f.bytes < u.bytes / 2);
     check_copies(argv[1], &f);
     free(f.p);

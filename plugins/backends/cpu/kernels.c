@@ -332,6 +332,12 @@ static bora_status reduce_any_f32(bora_backend *b, const bora_kernel_args *a)
     return a->op == BORA_OP_SUM && fast_sum_f32(b, a) == 0 ? BORA_OK : reduce_f32(b, a);
 }
 
+/* Only the dense layouts the host hands it (the MUL it stands for would have been dense). */
+static bora_status sum_squares_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return fast_sum_squares_f32(b, a) == 0 ? BORA_OK : BORA_ERR_UNSUPPORTED;
+}
+
 static bora_status scatter_add_any_f32(bora_backend *b, const bora_kernel_args *a)
 {
     return fast_scatter_add_f32(b, a) == 0 ? BORA_OK : scatter_add_f32(b, a);
@@ -454,6 +460,7 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_ACT_GRAD: return f64 ? elementwise_f64 : elementwise_any_f32;
     case BORA_OP_SUM:
     case BORA_OP_MAX: return f64 ? reduce_f64 : reduce_any_f32;
+    case BORA_OP_SUM_SQUARES: return f64 || n != 2 ? NULL : sum_squares_f32;
     case BORA_OP_MATMUL: return f64 ? matmul_naive_f64 : matmul_f32;
     case BORA_OP_LAYERNORM: return f64 ? layernorm_f64 : layernorm_any_f32;
     case BORA_OP_LAYERNORM_GRAD: return f64 ? layernorm_grad_f64 : layernorm_grad_any_f32;

@@ -232,7 +232,21 @@ int fast_xent_fused_f32(bora_backend *b, const bora_kernel_args *a, int *bad_tar
 /* Sum over the trailing axes when they collapse into one strided axis and the kept axes into
  * another. A dense row (stride 1) is summed in 16 partial sums; a strided one (a column sum, as
  * in a bias gradient) in order, 64 columns at a time so that each pass reads whole lines. */
+static int sum_f32(bora_backend *b, const bora_kernel_args *a, int squares);
+
 int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return sum_f32(b, a, 0);
+}
+
+/* BORA_OP_SUM_SQUARES: the paths of SUM over a dense row, each element squared first (the same
+ * bits as MUL then SUM, whose input would be dense); -1 for a layout that would take another. */
+int fast_sum_squares_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return sum_f32(b, a, 1);
+}
+
+static int sum_f32(bora_backend *b, const bora_kernel_args *a, int squares)
 {
     const bora_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
     int nr = ((const bora_opt_reduce *)a->options)->n_reduced, outer_nd = x->ndim - nr;
@@ -267,14 +281,17 @@ int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
     }
     const float *xd = x->data;
     float *od = o->data;
+    if (squares && n_red > 1 && s_red != 1)
+        return -1;
     if (n_red == 1) { /* a sum of one: a copy */
         int64_t chunks = (n_out + FAST_CHUNK - 1) / FAST_CHUNK;
 #pragma omp parallel for schedule(static)
         for (int64_t c = 0; c < chunks; c++)
             for (int64_t r = c * FAST_CHUNK; r < n_out && r < (c + 1) * FAST_CHUNK; r++)
-                od[r] = xd[r * s_out];
+                od[r] = squares ? xd[r * s_out] * xd[r * s_out] : xd[r * s_out];
         return 0;
     }
+    double (*sum)(const float *, int64_t) = squares ? b->simd->sum_sq : b->simd->sum;
     if (s_red == 1 && n_out == 1 && n_red > 2 * FAST_CHUNK) {
         /* one long row: double partials over fixed chunks, added in order */
         int64_t chunks = (n_red + FAST_CHUNK - 1) / FAST_CHUNK;
@@ -284,7 +301,7 @@ int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
 #pragma omp parallel for schedule(static)
         for (int64_t c = 0; c < chunks; c++) {
             int64_t i0 = c * FAST_CHUNK, len = n_red - i0 < FAST_CHUNK ? n_red - i0 : FAST_CHUNK;
-            part[c] = b->simd->sum(xd + i0, len);
+            part[c] = sum(xd + i0, len);
         }
         double total = 0;
         for (int64_t c = 0; c < chunks; c++)
@@ -296,7 +313,7 @@ int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
     if (s_red == 1) {
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < n_out; r++)
-            od[r] = (float)b->simd->sum(xd + r * s_out, n_red);
+            od[r] = (float)sum(xd + r * s_out, n_red);
         return 0;
     }
     if (s_out != 1 && n_out > 1)

@@ -13,6 +13,7 @@ int fast_xent_grad_f32(bora_backend *b, const bora_kernel_args *a);
 /* both in one pass per row; the gradient may be written over the logits */
 int fast_xent_fused_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target);
 int fast_sum_f32(bora_backend *b, const bora_kernel_args *a);
+int fast_sum_squares_f32(bora_backend *b, const bora_kernel_args *a);
 /* the embedding's gradient: zero the table, then each fixed block of columns adds the rows in
  * order (the reference's order per element) */
 int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a);

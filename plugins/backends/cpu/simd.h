@@ -16,6 +16,7 @@ typedef struct cpu_simd {
     int (*act_grad)(int op, float *y, const float *x, const float *dy, int64_t n);
     float (*max)(const float *x, int64_t n);
     double (*sum)(const float *x, int64_t n);
+    double (*sum_sq)(const float *x, int64_t n);               /* Σ fl(x·x), in sum's order */
     double (*sum_exp)(const float *x, int64_t n, float shift); /* sum of exp(x - shift) */
     /* y = exp(x - shift) (the bits of SUB then EXP; y may be x), returning sum_exp's sum */
     double (*exp_sum)(float *y, const float *x, int64_t n, float shift);

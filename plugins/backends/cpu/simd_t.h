@@ -276,6 +276,28 @@ static double SIMD_FN(sum)(const float *x, int64_t n)
     return finish16(&lo, &hi);
 }
 
+/* Σ x·x in sum's order, each square rounded to f32 first (MUL's bits, then SUM's). */
+static double SIMD_FN(sum_sq)(const float *x, int64_t n)
+{
+    v8d lo = {0}, hi = {0};
+    float sq[LANES];
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        for (int k = 0; k < LANES; k += NL) {
+            vf v = loadv(x + i + k);
+            storev(sq + k, v * v);
+        }
+        acc16(&lo, &hi, sq);
+    }
+    if (i < n) {
+        float buf[LANES] = {0};
+        for (int64_t k = 0; k < n - i; k++)
+            buf[k] = x[i + k] * x[i + k];
+        acc16(&lo, &hi, buf);
+    }
+    return finish16(&lo, &hi);
+}
+
 /* exp(x - shift) of 16 values (of which `have` are real, the rest -inf, exp 0) into e. */
 static inline __attribute__((always_inline)) void exp16(float *e, const float *x, int64_t have,
                                                         float shift)
@@ -542,6 +564,7 @@ const cpu_simd SIMD_TABLE = {
     .act_grad = SIMD_FN(act_grad),
     .max = SIMD_FN(max),
     .sum = SIMD_FN(sum),
+    .sum_sq = SIMD_FN(sum_sq),
     .sum_exp = SIMD_FN(sum_exp),
     .exp_sum = SIMD_FN(exp_sum),
     .xent_grad = SIMD_FN(xent_grad),
