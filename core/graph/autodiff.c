@@ -354,16 +354,10 @@ static void recompute_segment(g_graph *g, size_t lo, size_t hi)
                 (size_t)n->in[k]->id < n_vals && map[n->in[k]->id] ? map[n->in[k]->id] : n->in[k];
         if (n->op == G_VIEW) {
             gval *src = ins[0], *orig = n->out[0];
-            gval *v = g_view(g, src, n->view);
+            gval *v = g_view_like(g, src, n->view, orig);
             if (!v)
                 break;
             gnode *c = v->node;
-            v->ndim = orig->ndim;
-            v->offset = orig->offset;
-            memcpy(v->dims, orig->dims, sizeof v->dims);
-            memcpy(v->strides, orig->strides, sizeof v->strides);
-            memcpy(v->names, orig->names, sizeof v->names);
-            v->base = src->base;
             v->label = orig->label;
             v->mp_cast = orig->mp_cast;
             if (orig->mp_src)

@@ -193,6 +193,20 @@ gval *g_view(g_graph *g, gval *src, int kind)
     return v;
 }
 
+gval *g_view_like(g_graph *g, gval *src, int kind, const gval *like)
+{
+    gval *v = g_view(g, src, kind);
+    if (!v)
+        return NULL;
+    v->ndim = like->ndim;
+    v->offset = like->offset;
+    memcpy(v->dims, like->dims, sizeof v->dims);
+    memcpy(v->strides, like->strides, sizeof v->strides);
+    memcpy(v->names, like->names, sizeof v->names);
+    v->base = src->base;
+    return v;
+}
+
 /* ---- leaves ------------------------------------------------------------------------------ */
 
 static int check_axes(g_graph *g, const char *what, const char *name, int32_t ndim,
@@ -886,15 +900,9 @@ static gval *shadow_of(g_graph *g, gval *v)
     }
     if (v == p)
         return p->lowp;
-    gval *w = g_view(g, p->lowp, V_RENAME);
+    gval *w = g_view_like(g, p->lowp, V_RENAME, v);
     if (!w)
         return NULL;
-    w->ndim = v->ndim;
-    w->offset = v->offset;
-    memcpy(w->dims, v->dims, sizeof w->dims);
-    memcpy(w->strides, v->strides, sizeof w->strides);
-    memcpy(w->names, v->names, sizeof w->names);
-    w->base = p->lowp;
     w->label = p->lowp->label;
     w->mp_cast = 1;
     w->mp_src = v;

@@ -225,6 +225,8 @@ void g_describe(const gval *v, char *buf, size_t cap);
 gval *g_new_value(g_graph *g, int dtype, int ndim, const int64_t *dims, const char *const *names);
 gnode *g_new_node(g_graph *g, int op, int nin, gval *const *in);
 gval *g_view(g_graph *g, gval *src, int kind);
+/* A view of src's storage with like's geometry (axes, strides, offset). */
+gval *g_view_like(g_graph *g, gval *src, int kind, const gval *like);
 gval *g_binary(g_graph *g, int op, gval *a, gval *b);
 gval *g_permute(g_graph *g, gval *t, int n, const char *const *order);
 gval *g_pad(g_graph *g, gval *x, const gval *like, int axis, int64_t start);
