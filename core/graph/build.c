@@ -875,6 +875,14 @@ static gval *as3(g_graph *g, gval *t, const char **grp[3], const int n[3], const
     return t;
 }
 
+/* "bf16.NAME": a parameter's bf16 copy in messages (interned). */
+static const char *shadow_label(const g_slot *p)
+{
+    char label[256];
+    snprintf(label, sizeof label, "bf16.%s", p->name);
+    return g_intern(label);
+}
+
 /* A parameter, or a view of one, as the store's bf16 copy of it (the shadow leaf, or the same
  * view of it): no cast in the graph. Its gradient goes to v. */
 static gval *shadow_of(g_graph *g, gval *v)
@@ -885,9 +893,7 @@ static gval *shadow_of(g_graph *g, gval *v)
         bora_axis axes[BORA_MAX_DIMS];
         for (int i = 0; i < s->ndim; i++)
             axes[i] = (bora_axis){s->names[i], s->dims[i]};
-        char label[256];
-        snprintf(label, sizeof label, "bf16.%s", s->name);
-        gval *sh = leaf(g, G_PARAM, label, BORA_DTYPE_BF16, s->ndim, axes);
+        gval *sh = leaf(g, G_PARAM, shadow_label(s), BORA_DTYPE_BF16, s->ndim, axes);
         if (!sh)
             return NULL;
         sh->storage = S_SHADOW;
@@ -1616,9 +1622,7 @@ bora_status g_assign_shadow(g_graph *g, long slot, gval *value)
     if (!out)
         return g->status;
     g_add_out(n, out);
-    char label[256];
-    snprintf(label, sizeof label, "bf16.%s", p->name);
-    out->label = g_intern(label);
+    out->label = shadow_label(p);
     out->storage = S_SHADOW;
     out->slot = (int)slot;
     out->requires_grad = 0;

@@ -368,7 +368,7 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
             return BORA_ERR_UNSUPPORTED;
         /* a bf16 output is written to memory from a dense (or scratch) input */
         if (a->outputs[0].dtype == BORA_DTYPE_BF16 &&
-            (sc[1] >= 0 || (sc[0] < 0 && is_bcast(&a->inputs[0], f->count[i / steps]))))
+            (sc[a->n_inputs] >= 0 || (sc[0] < 0 && is_bcast(&a->inputs[0], f->count[i / steps]))))
             return BORA_ERR_UNSUPPORTED;
     }
     /* jobs: every segment's tiles, in order */

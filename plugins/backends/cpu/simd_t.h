@@ -262,40 +262,42 @@ static inline __attribute__((always_inline)) void acc16(v8d *lo, v8d *hi, const 
     *hi += __builtin_convertvector(b, v8d);
 }
 
-static double SIMD_FN(sum)(const float *x, int64_t n)
-{
-    v8d lo = {0}, hi = {0};
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        acc16(&lo, &hi, x + i);
-    if (i < n) {
-        float buf[LANES] = {0};
-        memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));
-        acc16(&lo, &hi, buf);
-    }
-    return finish16(&lo, &hi);
-}
-
-/* Σ x·x in sum's order, each square rounded to f32 first (MUL's bits, then SUM's). */
-static double SIMD_FN(sum_sq)(const float *x, int64_t n)
+/* The sum of x (with square, of fl(x·x): MUL's bits) in 16 double lanes. Inlined into both
+ * callers, so the test of square goes at compile time. */
+static inline __attribute__((always_inline)) double sum16(const float *x, int64_t n, int square)
 {
     v8d lo = {0}, hi = {0};
     float sq[LANES];
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES) {
-        for (int k = 0; k < LANES; k += NL) {
-            vf v = loadv(x + i + k);
-            storev(sq + k, v * v);
+        const float *v = x + i;
+        if (square) {
+            for (int k = 0; k < LANES; k += NL) {
+                vf e = loadv(x + i + k);
+                storev(sq + k, e * e);
+            }
+            v = sq;
         }
-        acc16(&lo, &hi, sq);
+        acc16(&lo, &hi, v);
     }
     if (i < n) {
         float buf[LANES] = {0};
         for (int64_t k = 0; k < n - i; k++)
-            buf[k] = x[i + k] * x[i + k];
+            buf[k] = square ? x[i + k] * x[i + k] : x[i + k];
         acc16(&lo, &hi, buf);
     }
     return finish16(&lo, &hi);
+}
+
+static double SIMD_FN(sum)(const float *x, int64_t n)
+{
+    return sum16(x, n, 0);
+}
+
+/* Σ x·x in sum's order, each square rounded to f32 first (MUL's bits, then SUM's). */
+static double SIMD_FN(sum_sq)(const float *x, int64_t n)
+{
+    return sum16(x, n, 1);
 }
 
 /* exp(x - shift) of 16 values (of which `have` are real, the rest -inf, exp 0) into e. */
