@@ -12,6 +12,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 /* The instruction set's own register width (SIMD_BYTES, set by the including file): per-element
  * functions are written on it, since a wider generic vector than the target has is lowered by GCC
@@ -22,7 +25,10 @@
 typedef float vf __attribute__((vector_size(SIMD_BYTES)));
 typedef int32_t vi __attribute__((vector_size(SIMD_BYTES)));
 #define NL ((int)(SIMD_BYTES / sizeof(float)))
-typedef double v8d __attribute__((vector_size(64)));
+/* The double-precision partial sums, in vectors of the native width: DL lanes each. */
+typedef double vd __attribute__((vector_size(SIMD_BYTES)));
+typedef float vhf __attribute__((vector_size(SIMD_BYTES / 2))); /* DL floats */
+#define DL ((int)(SIMD_BYTES / sizeof(double)))
 
 /* Sums keep 16 partial sums whatever the width. */
 #define LANES 16
@@ -60,9 +66,28 @@ static inline vf vsel(vi mask, vf a, vf b)
     return (vf)((mask & (vi)a) | (~mask & (vi)b));
 }
 
+/* a > b ? a : b and a < b ? a : b per lane (b where either is NaN): MAXPS and MINPS exactly,
+ * named where the instruction set has them (GCC writes a compare and a blend otherwise). */
 static inline vf vmax(vf a, vf b)
 {
+#if SIMD_BYTES == 64 && defined(__AVX512F__)
+    return (vf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif SIMD_BYTES == 32 && defined(__AVX__)
+    return (vf)_mm256_max_ps((__m256)a, (__m256)b);
+#else
     return vsel(a > b, a, b);
+#endif
+}
+
+static inline vf vmin(vf a, vf b)
+{
+#if SIMD_BYTES == 64 && defined(__AVX512F__)
+    return (vf)_mm512_min_ps((__m512)a, (__m512)b);
+#elif SIMD_BYTES == 32 && defined(__AVX__)
+    return (vf)_mm256_min_ps((__m256)a, (__m256)b);
+#else
+    return vsel(a < b, a, b);
+#endif
 }
 
 /* exp(x): x = n ln2 + r, |r| <= ln2/2, exp(r) by a degree-6 polynomial, 2^n into the exponent.
@@ -71,7 +96,7 @@ static inline __attribute__((always_inline)) vf vexp(vf x)
 {
     const vf shifter = splat(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
     vf xc = vmax(splat(-87.33654f), x);
-    xc = vsel(xc < splat(88.72284f), xc, splat(88.72284f));
+    xc = vmin(xc, splat(88.72284f));
     vf t = xc * splat(1.44269504088896341f) + shifter;
     vf n = t - shifter;
     vf r = xc - n * splat(0.693359375f);
@@ -240,53 +265,69 @@ static float SIMD_FN(max)(const float *x, int64_t n)
     return r;
 }
 
-/* 16 partial sums in double, lane k holding elements k, k+16, ...; added in order at the end. */
-static double finish16(const v8d *lo, const v8d *hi)
+/* 16 partial sums in double, lane k holding elements k, k+16, ...; added in order at the end.
+ * They are LANES / DL vectors of the native width, so the compiler keeps them in registers (a
+ * 16-double vector type on a narrower machine went through the stack on every addition). */
+typedef struct sums16 {
+    vd v[LANES / DL];
+} sums16;
+
+static inline __attribute__((always_inline)) double finish16(const sums16 *a)
 {
     double s = 0;
-    for (int k = 0; k < 8; k++)
-        s += (*lo)[k];
-    for (int k = 0; k < 8; k++)
-        s += (*hi)[k];
+    for (int k = 0; k < LANES / DL; k++)
+        for (int j = 0; j < DL; j++)
+            s += a->v[k][j];
     return s;
 }
 
-/* Adds 16 values to the partial sums. */
-static inline __attribute__((always_inline)) void acc16(v8d *lo, v8d *hi, const float *v)
+/* DL floats to doubles, exactly. GCC 12 lowers the generic conversion of 4 floats through the
+ * stack in halves, so AVX's own instruction is named where there is one. */
+static inline __attribute__((always_inline)) vd widen_half(vhf h)
 {
-    typedef float v8f __attribute__((vector_size(32)));
-    v8f a, b;
-    memcpy(&a, v, sizeof a);
-    memcpy(&b, v + 8, sizeof b);
-    *lo += __builtin_convertvector(a, v8d);
-    *hi += __builtin_convertvector(b, v8d);
+#if SIMD_BYTES == 64 && defined(__AVX512F__)
+    return (vd)_mm512_cvtps_pd((__m256)h);
+#elif SIMD_BYTES == 32 && defined(__AVX__)
+    return (vd)_mm256_cvtps_pd((__m128)h);
+#else
+    return __builtin_convertvector(h, vd);
+#endif
+}
+
+/* Adds the NL values of v to the partial sums' lanes from k on (k a multiple of NL). */
+static inline __attribute__((always_inline)) void acc_vf(sums16 *a, int k, vf v)
+{
+#if SIMD_BYTES == 64
+    vhf lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+    vhf hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+#elif SIMD_BYTES == 32
+    vhf lo = __builtin_shufflevector(v, v, 0, 1, 2, 3),
+        hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+#else
+    vhf lo = __builtin_shufflevector(v, v, 0, 1), hi = __builtin_shufflevector(v, v, 2, 3);
+#endif
+    a->v[k / DL] += widen_half(lo);
+    a->v[k / DL + 1] += widen_half(hi);
 }
 
 /* The sum of x (with square, of fl(x·x): MUL's bits) in 16 double lanes. Inlined into both
  * callers, so the test of square goes at compile time. */
 static inline __attribute__((always_inline)) double sum16(const float *x, int64_t n, int square)
 {
-    v8d lo = {0}, hi = {0};
-    float sq[LANES];
+    sums16 acc = {{{0}}};
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES) {
-        const float *v = x + i;
-        if (square) {
-            for (int k = 0; k < LANES; k += NL) {
-                vf e = loadv(x + i + k);
-                storev(sq + k, e * e);
-            }
-            v = sq;
+#pragma GCC unroll 16
+        for (int k = 0; k < LANES; k += NL) {
+            vf v = loadv(x + i + k);
+            acc_vf(&acc, k, square ? v * v : v);
         }
-        acc16(&lo, &hi, v);
     }
-    if (i < n) {
-        float buf[LANES] = {0};
-        for (int64_t k = 0; k < n - i; k++)
-            buf[k] = square ? x[i + k] * x[i + k] : x[i + k];
-        acc16(&lo, &hi, buf);
+    for (int k = 0; k < LANES && i + k < n; k += NL) {
+        vf v = load_tail(x + i + k, n - i - k < NL ? n - i - k : NL, 0.0f);
+        acc_vf(&acc, k, square ? v * v : v);
     }
-    return finish16(&lo, &hi);
+    return finish16(&acc);
 }
 
 static double SIMD_FN(sum)(const float *x, int64_t n)
@@ -300,36 +341,30 @@ static double SIMD_FN(sum_sq)(const float *x, int64_t n)
     return sum16(x, n, 1);
 }
 
-/* exp(x - shift) of 16 values (of which `have` are real, the rest -inf, exp 0) into e. */
-static inline __attribute__((always_inline)) void exp16(float *e, const float *x, int64_t have,
-                                                        float shift)
-{
-    for (int k = 0; k < LANES; k += NL) {
-        vf v = have >= k + NL ? loadv(x + k) : load_tail(x + k, have - k, -INFINITY);
-        storev(e + k, vexp(v - splat(shift)));
-    }
-}
-
 /* The sum of exp(x - shift) in 16 double lanes; with y, each exp is also stored there (y may be
  * x). Inlined into both callers, so the test of y goes at compile time. */
 static inline __attribute__((always_inline)) double exp_sum16(float *y, const float *x, int64_t n,
                                                               float shift)
 {
-    v8d lo = {0}, hi = {0};
-    float e[LANES];
+    sums16 acc = {{{0}}};
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES) {
-        float *d = y ? y + i : e;
-        exp16(d, x + i, LANES, shift);
-        acc16(&lo, &hi, d);
+#pragma GCC unroll 16
+        for (int k = 0; k < LANES; k += NL) {
+            vf e = vexp(loadv(x + i + k) - splat(shift));
+            if (y)
+                storev(y + i + k, e);
+            acc_vf(&acc, k, e);
+        }
     }
-    if (i < n) {
-        exp16(e, x + i, n - i, shift);
-        acc16(&lo, &hi, e);
+    for (int k = 0; k < LANES && i + k < n; k += NL) {
+        int64_t have = n - i - k < NL ? n - i - k : NL;
+        vf e = vexp(load_tail(x + i + k, have, -INFINITY) - splat(shift));
         if (y)
-            memcpy(y + i, e, sizeof(float) * (size_t)(n - i));
+            store_tail(y + i + k, e, have);
+        acc_vf(&acc, k, e);
     }
-    return finish16(&lo, &hi);
+    return finish16(&acc);
 }
 
 static double SIMD_FN(sum_exp)(const float *x, int64_t n, float shift)
