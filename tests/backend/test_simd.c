@@ -199,6 +199,31 @@ static void check_rows(const cpu_simd *s)
     printf("%s exp_sum: %s\n", s->isa,
            exp_sum_differs ? "DIFFERENT from SUB, EXP and sum_exp" : "SUB, EXP and sum_exp's bits");
     CHECK(!exp_sum_differs);
+    /* att_grad_row: SUB, EXP on p, then SUB, MUL on ds, at every tail length */
+    float *p = malloc(sizeof(float) * V), *ds = malloc(sizeof(float) * V);
+    float *rp = malloc(sizeof(float) * V), *rds = malloc(sizeof(float) * V);
+    int att_differs = 0;
+    for (int64_t n = 1; n <= V; n = n < 40 ? n + 1 : n * 3 + 1) {
+        float shift = (float)m + 0.75f, d = 0.3125f;
+        for (int64_t i = 0; i < n; i++)
+            ds[i] = uniform(-1.0f, 1.0f);
+        memcpy(p, x, sizeof(float) * (size_t)n);
+        memcpy(rds, ds, sizeof(float) * (size_t)n);
+        s->arith_scalar(BORA_OP_SUB, rp, x, shift, 0, n);
+        s->unary(BORA_OP_EXP, rp, rp, n);
+        s->arith_scalar(BORA_OP_SUB, rds, rds, d, 0, n);
+        s->arith(BORA_OP_MUL, rds, rp, rds, 0, n);
+        s->att_grad_row(p, ds, n, shift, d);
+        att_differs |= memcmp(p, rp, sizeof(float) * (size_t)n) != 0 ||
+                       memcmp(ds, rds, sizeof(float) * (size_t)n) != 0;
+    }
+    printf("%s att_grad_row: %s\n", s->isa,
+           att_differs ? "DIFFERENT from SUB, EXP, SUB, MUL" : "SUB, EXP, SUB and MUL's bits");
+    CHECK(!att_differs);
+    free(p);
+    free(ds);
+    free(rp);
+    free(rds);
     /* sum_sq: MUL (x, x) then sum, bit for bit, at every tail length */
     int sum_sq_differs = 0;
     for (int64_t n = 1; n <= V; n = n < 40 ? n + 1 : n * 3 + 1) {
@@ -302,6 +327,16 @@ static void check_same_bits(const cpu_simd *a, const cpu_simd *b)
             a->xent_grad(ya, x, n, 21.0f, 0.5f, 1.0f, n / 2);
             b->xent_grad(yb, x, n, 21.0f, 0.5f, 1.0f, n / 2);
             differ |= memcmp(ya, yb, sizeof(float) * (size_t)n) != 0;
+            float *pa = ya, *pb = yb, *da = ya + n, *db = yb + n;
+            if (2 * n <= N) {
+                memcpy(pa, x, sizeof(float) * (size_t)n);
+                memcpy(pb, x, sizeof(float) * (size_t)n);
+                memcpy(da, dy, sizeof(float) * (size_t)n);
+                memcpy(db, dy, sizeof(float) * (size_t)n);
+                a->att_grad_row(pa, da, n, 3.0f, 0.25f);
+                b->att_grad_row(pb, db, n, 3.0f, 0.25f);
+                differ |= memcmp(ya, yb, sizeof(float) * (size_t)(2 * n)) != 0;
+            }
         }
     }
     printf("%s and %s: %s\n", a->isa, b->isa, differ ? "DIFFERENT bits" : "the same bits");

@@ -171,7 +171,6 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
     {
         size_t cap = (size_t)(ATT_ROWS * (S ? S : 1));
         float *P = malloc(sizeof(float) * cap), *dP = malloc(sizeof(float) * cap);
-        float *D = malloc(sizeof(float) * ATT_ROWS);
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < sh.B * sh.H; bh++) {
             int64_t bi = bh / sh.H, h = bh % sh.H;
@@ -183,7 +182,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
             int64_t ldq = q->strides[2], ldk = k->strides[2], ldv = v->strides[2];
             int64_t ldo = o->strides[2], ldd = dout->strides[2];
             int64_t lddq = dq->strides[2], lddk = dk->strides[2], lddv = dv->strides[2];
-            if (!P || !dP || !D) {
+            if (!P || !dP) {
 #pragma omp atomic write
                 failed = 2;
                 continue;
@@ -214,16 +213,13 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
                         continue;
                     }
                     att_mask_row(&sh, bi, t0 + r, pr, n);
-                    simd->arith_scalar(BORA_OP_SUB, pr, pr, lse, 0, n);
-                    simd->unary(BORA_OP_EXP, pr, pr, n);
                     const float *dor = db + (t0 + r) * ldd, *orow = ob + (t0 + r) * ldo;
                     double d = 0;
                     for (int64_t e = 0; e < E; e++)
                         d += (double)dor[e] * (double)orow[e];
-                    D[r] = (float)d;
-                    /* dS = P (dP - D), each operation rounded as a plain loop would */
-                    simd->arith_scalar(BORA_OP_SUB, dpr, dpr, D[r], 0, n);
-                    simd->arith(BORA_OP_MUL, dpr, pr, dpr, 0, n);
+                    /* P = exp(S - lse); dS = P (dP - D), each operation rounded as a plain loop
+                     * would */
+                    simd->att_grad_row(pr, dpr, n, lse, (float)d);
                 }
                 /* dV += Pᵀ dO, dQ = scale·dS K, dK += scale·dSᵀ Q */
                 bad |= sgemm('T', 'N', n, E, rows, 1.0f, P, n, db + t0 * ldd, ldd, 1.0f, dvb, lddv);
@@ -239,7 +235,6 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
         }
         free(P);
         free(dP);
-        free(D);
     }
     return failed == 2 ? -2 : failed ? -3 : 0;
 }

@@ -20,6 +20,9 @@ typedef struct cpu_simd {
     double (*sum_exp)(const float *x, int64_t n, float shift); /* sum of exp(x - shift) */
     /* y = exp(x - shift) (the bits of SUB then EXP; y may be x), returning sum_exp's sum */
     double (*exp_sum)(float *y, const float *x, int64_t n, float shift);
+    /* p = exp(p - lse) and ds = p (ds - d), each operation rounded alone (SUB, EXP; SUB, MUL):
+     * one pass over a row of attention's backward */
+    void (*att_grad_row)(float *p, float *ds, int64_t n, float lse, float d);
     /* g = scale (exp(x - shift) zf - [i == target]) */
     void (*xent_grad)(float *g, const float *x, int64_t n, float shift, float scale, float zf,
                       int64_t target);

@@ -379,6 +379,22 @@ static double SIMD_FN(exp_sum)(float *y, const float *x, int64_t n, float shift)
     return exp_sum16(y, x, n, shift);
 }
 
+/* p = exp(p - lse), then ds = p (ds - d): the bits of SUB and EXP, then of SUB and MUL. */
+static void SIMD_FN(att_grad_row)(float *p, float *ds, int64_t n, float lse, float d)
+{
+    int64_t i = 0;
+    for (; i + NL <= n; i += NL) {
+        vf e = vexp(loadv(p + i) - splat(lse));
+        storev(p + i, e);
+        storev(ds + i, e * (loadv(ds + i) - splat(d)));
+    }
+    if (i < n) {
+        vf e = vexp(load_tail(p + i, n - i, 0.0f) - splat(lse));
+        store_tail(p + i, e, n - i);
+        store_tail(ds + i, e * (load_tail(ds + i, n - i, 0.0f) - splat(d)), n - i);
+    }
+}
+
 /* g = scale (exp(x - shift) zf - [i == target]), the gradient of a cross-entropy row; g may be
  * x itself (the target's logit is read before the row is overwritten). */
 static void SIMD_FN(xent_grad)(float *g, const float *x, int64_t n, float shift, float scale,
@@ -604,6 +620,7 @@ const cpu_simd SIMD_TABLE = {
     .sum_sq = SIMD_FN(sum_sq),
     .sum_exp = SIMD_FN(sum_exp),
     .exp_sum = SIMD_FN(exp_sum),
+    .att_grad_row = SIMD_FN(att_grad_row),
     .xent_grad = SIMD_FN(xent_grad),
     .arith = SIMD_FN(arith),
     .arith_scalar = SIMD_FN(arith_scalar),
