@@ -512,7 +512,7 @@ static void SIMD_FN(col_sums)(double *restrict acc, const float *x, int64_t rows
 }
 
 /* ---- LayerNorm rows: sums over a row in 16 double lanes (element i in lane i % 16), the lanes
- * added in order; the loops over one block of 16 are left to the vectoriser. ---- */
+ * added in order, as sum16 keeps them. ---- */
 
 static double lanes_total(const double *acc)
 {
@@ -522,23 +522,46 @@ static double lanes_total(const double *acc)
     return s;
 }
 
+/* DL floats from p, widened. */
+static inline __attribute__((always_inline)) vd load_wide(const float *p)
+{
+    vhf h;
+    memcpy(&h, p, sizeof h);
+    return widen_half(h);
+}
+
+static inline vd splatd(double v)
+{
+    vd r;
+    for (int k = 0; k < DL; k++)
+        r[k] = v;
+    return r;
+}
+
 static void SIMD_FN(ln_row)(float *y, const float *x, const float *gamma, const float *beta,
                             int64_t n, double eps, float *mean, float *rstd)
 {
-    double acc[LANES] = {0};
+    sums16 s = {{{0}}};
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES)
-        for (int k = 0; k < LANES; k++)
-            acc[k] += (double)x[i + k];
+#pragma GCC unroll 8
+        for (int k = 0; k < LANES / DL; k++)
+            s.v[k] += load_wide(x + i + k * DL);
+    double acc[LANES];
+    memcpy(acc, &s, sizeof acc);
     for (int k = 0; i + k < n; k++)
         acc[k] += (double)x[i + k];
     double m = lanes_total(acc) / (double)n;
-    double var[LANES] = {0};
+    sums16 q = {{{0}}};
+    vd mv = splatd(m);
     for (i = 0; i + LANES <= n; i += LANES)
-        for (int k = 0; k < LANES; k++) {
-            double d = (double)x[i + k] - m;
-            var[k] += d * d;
+#pragma GCC unroll 8
+        for (int k = 0; k < LANES / DL; k++) {
+            vd d = load_wide(x + i + k * DL) - mv;
+            q.v[k] += d * d;
         }
+    double var[LANES];
+    memcpy(var, &q, sizeof var);
     for (int k = 0; i + k < n; k++) {
         double d = (double)x[i + k] - m;
         var[k] += d * d;
@@ -553,15 +576,20 @@ static void SIMD_FN(ln_row)(float *y, const float *x, const float *gamma, const 
 static void SIMD_FN(ln_grad_row)(float *dx, const float *x, const float *dy, const float *gamma,
                                  int64_t n, double mean, double rstd)
 {
-    double a1[LANES] = {0}, a2[LANES] = {0};
+    sums16 s1v = {{{0}}}, s2v = {{{0}}};
+    vd mv = splatd(mean), rv = splatd(rstd);
     int64_t i = 0;
     for (; i + LANES <= n; i += LANES)
-        for (int k = 0; k < LANES; k++) {
-            double xhat = ((double)x[i + k] - mean) * rstd;
-            double g = (double)dy[i + k] * (double)gamma[i + k];
-            a1[k] += g;
-            a2[k] += g * xhat;
+#pragma GCC unroll 8
+        for (int k = 0; k < LANES / DL; k++) {
+            vd xhat = (load_wide(x + i + k * DL) - mv) * rv;
+            vd g = load_wide(dy + i + k * DL) * load_wide(gamma + i + k * DL);
+            s1v.v[k] += g;
+            s2v.v[k] += g * xhat;
         }
+    double a1[LANES], a2[LANES];
+    memcpy(a1, &s1v, sizeof a1);
+    memcpy(a2, &s2v, sizeof a2);
     for (int k = 0; i + k < n; k++) {
         double xhat = ((double)x[i + k] - mean) * rstd;
         double g = (double)dy[i + k] * (double)gamma[i + k];
