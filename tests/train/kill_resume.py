@@ -82,7 +82,13 @@ print(f"seed {seed} (BORA_KILL_SEED={seed} repeats it); kill points: " +
 
 run_to_end("reference")
 
+resume_from = 0  # the step the next start resumes after
 for kind, step, delay in zip(kinds, steps, delays):
+    # A kill's delay may let the run save a few more steps than the kill point; a later point
+    # the next start would never reach moves to its first step.
+    if step <= resume_from:
+        print(f"{kind} {step} is behind the resumed run's start: {kind} {resume_from + 1}")
+        step = resume_from + 1
     p = subprocess.Popen(command("killed"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, bufsize=1)
     marker = f"step {step}/{STEPS} " if kind == "step" else f"checkpoint: saving step {step} "
@@ -107,6 +113,7 @@ for kind, step, delay in zip(kinds, steps, delays):
     done = sorted(int(d[5:]) for d in os.listdir(run_dir) if d.startswith("step-"))
     print(f"killed at {kind} {step}: complete checkpoints {done}" +
           (f"; a save was cut short ({partial[0]})" if partial else ""))
+    resume_from = max(done, default=0)
 
 out = run_to_end("killed")
 if "resuming run killed from" not in out:
