@@ -48,15 +48,9 @@ static int has_kernel(g_graph *g, int op, gval *const *operands, int n)
     return g->store->ops->kernel(g->store->backend, (uint32_t)op, dtypes, (uint32_t)n) != NULL;
 }
 
-/* Whether y's gradient may be written over x's storage: x is the whole of a dense arena base
- * that no node but a and b reads (views are not readers) and that is not the output. */
-static int may_overwrite(const g_graph *g, const gval *x, const gnode *a, const gnode *b)
+/* Whether no node but a and b reads base's storage (views are not readers; their readers are). */
+static int read_only_by(const g_graph *g, const gval *base, const gnode *a, const gnode *b)
 {
-    const gval *base = x->base;
-    if (base->storage != S_ARENA || base == g->output->base || x->offset != 0 || x->ndim != 2 ||
-        g_numel(x) != g_numel(base) || (x->dims[1] > 1 && x->strides[1] != 1) ||
-        (x->dims[0] > 1 && x->strides[0] != x->dims[1]))
-        return 0;
     for (size_t i = 0; i < g->n_nodes; i++) {
         const gnode *n = g->nodes[i];
         if (n == a || n == b || n->op == G_VIEW)
@@ -66,6 +60,18 @@ static int may_overwrite(const g_graph *g, const gval *x, const gnode *a, const 
                 return 0;
     }
     return 1;
+}
+
+/* Whether y's gradient may be written over x's storage: x is the whole of a dense arena base
+ * that no node but a and b reads and that is not the output. */
+static int may_overwrite(const g_graph *g, const gval *x, const gnode *a, const gnode *b)
+{
+    const gval *base = x->base;
+    if (base->storage != S_ARENA || base == g->output->base || x->offset != 0 || x->ndim != 2 ||
+        g_numel(x) != g_numel(base) || (x->dims[1] > 1 && x->strides[1] != 1) ||
+        (x->dims[0] > 1 && x->strides[0] != x->dims[1]))
+        return 0;
+    return read_only_by(g, base, a, b);
 }
 
 /* Whether a and b are the same elements in the same order (one value, or two views alike). */
@@ -103,9 +109,7 @@ static void fuse_sum_squares(g_graph *g)
                  (x->dims[i] == 1 || x->strides[i] == stride);
             stride *= x->dims[i];
         }
-        for (size_t i = 0; i < g->n_nodes && ok; i++)
-            for (int k = 0; k < g->nodes[i]->nin && ok; k++)
-                ok = g->nodes[i] == S || g->nodes[i]->in[k]->base != m;
+        ok = ok && read_only_by(g, m, S, S);
         gval *operands[2] = {x, S->out[0]};
         if (!ok || !has_kernel(g, BORA_OP_SUM_SQUARES, operands, 2))
             continue;

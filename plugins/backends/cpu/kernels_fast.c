@@ -231,21 +231,8 @@ int fast_xent_fused_f32(bora_backend *b, const bora_kernel_args *a, int *bad_tar
 
 /* Sum over the trailing axes when they collapse into one strided axis and the kept axes into
  * another. A dense row (stride 1) is summed in 16 partial sums; a strided one (a column sum, as
- * in a bias gradient) in order, 64 columns at a time so that each pass reads whole lines. */
-static int sum_f32(bora_backend *b, const bora_kernel_args *a, int squares);
-
-int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
-{
-    return sum_f32(b, a, 0);
-}
-
-/* BORA_OP_SUM_SQUARES: the paths of SUM over a dense row, each element squared first (the same
- * bits as MUL then SUM, whose input would be dense); -1 for a layout that would take another. */
-int fast_sum_squares_f32(bora_backend *b, const bora_kernel_args *a)
-{
-    return sum_f32(b, a, 1);
-}
-
+ * in a bias gradient) in order, 64 columns at a time so that each pass reads whole lines. With
+ * squares, each element is squared first, on the dense paths only (-1 otherwise). */
 static int sum_f32(bora_backend *b, const bora_kernel_args *a, int squares)
 {
     const bora_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
@@ -329,6 +316,18 @@ static int sum_f32(bora_backend *b, const bora_kernel_args *a, int squares)
             od[c0 + c] = (float)acc[c];
     }
     return 0;
+}
+
+int fast_sum_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return sum_f32(b, a, 0);
+}
+
+/* BORA_OP_SUM_SQUARES: the paths of SUM over a dense row, each element squared first (the same
+ * bits as MUL then SUM, whose input would be dense); -1 for a layout that would take another. */
+int fast_sum_squares_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return sum_f32(b, a, 1);
 }
 
 /* ---- fused elementwise groups (bora_fused) --------------------------------------------------- */
