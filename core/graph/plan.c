@@ -290,8 +290,22 @@ bora_status g_finalize(g_graph *g)
     /* Fused groups, where the backend runs them and fusion is not turned off. */
     if (!g->status && ops->run_fused && fusion && g_plan_fusion(g, needed))
         g_fail(g, "out of memory");
-    /* A group runs its nodes tile by tile at once: everything it touches lives in the arena
-     * from its first node to its last. */
+    /* A group runs its nodes tile by tile at once: everything it touches in memory lives in
+     * the arena from its first node to its last. A value held in a scratch tile is never in
+     * memory while the group runs; it keeps its own lifetime, which is all the node-by-node
+     * run of a declined group needs (an optimizer's chain over every parameter would otherwise
+     * hold all its intermediates at once). */
+    int *tiled = g->n_fused ? calloc(g->n_nodes, sizeof *tiled) : NULL;
+    if (g->n_fused && !tiled)
+        g_fail(g, "out of memory");
+    for (size_t k = 0; k < g->n_fused && !g->status; k++) {
+        const g_fused *f = &g->fused[k];
+        for (int j = 0; j < f->n_steps * f->n_segments; j++) {
+            const gnode *n = f->nodes[j];
+            int nin = n->nin + (n->op == G_GRAD); /* as fuse.c counts operands */
+            tiled[n->id] = f->scratch[(j % f->n_steps) * BORA_FUSED_OPERANDS + nin] >= 0;
+        }
+    }
     for (size_t k = 0; k < g->n_fused && !g->status; k++) {
         const g_fused *f = &g->fused[k];
         int lo = f->head, hi = f->head;
@@ -301,6 +315,8 @@ bora_status g_finalize(g_graph *g)
             const gnode *n = f->nodes[j];
             for (int q = 0; q < n->nin + n->nout; q++) {
                 gval *b = (q < n->nin ? n->in[q] : n->out[q - n->nin])->base;
+                if (b->node && b->node->fused && tiled[b->node->id])
+                    continue;
                 if (b->first_use >= lo && b->first_use <= hi)
                     b->first_use = lo;
                 if (b->first_use >= 0 && b->last_use < hi)
@@ -308,6 +324,7 @@ bora_status g_finalize(g_graph *g)
             }
         }
     }
+    free(tiled);
     /* First fit: each value takes the lowest offset free for its whole lifetime. */
     size_t n_iv = 0;
     g->naive_bytes = 0;
