@@ -8,8 +8,10 @@
 #include "../util/str.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3") ------------ */
 
@@ -37,7 +39,14 @@ static uint64_t hash_name(const char *s)
     return h;
 }
 
-double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i)
+/* A parameter's Philox key: its name's hash and the seed. */
+static void init_key(uint64_t seed, const char *name, uint32_t key[2])
+{
+    uint64_t h = hash_name(name) ^ (seed * 0x9E3779B97F4A7C15ull);
+    key[0] = (uint32_t)h, key[1] = (uint32_t)(h >> 32);
+}
+
+static double init_at(uint64_t seed, const uint32_t key[2], bora_init init, uint64_t i)
 {
     switch (init.kind) {
     case BORA_INIT_ZEROS: return 0.0;
@@ -45,8 +54,6 @@ double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i)
     case BORA_INIT_CONSTANT: return init.value;
     default: break;
     }
-    uint64_t h = hash_name(name) ^ (seed * 0x9E3779B97F4A7C15ull);
-    uint32_t key[2] = {(uint32_t)h, (uint32_t)(h >> 32)};
     /* One counter per element: (index, seed) -> two uniforms -> one normal (Box-Muller). */
     uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)seed, (uint32_t)(seed >> 32)};
     philox4x32(ctr, key);
@@ -56,6 +63,13 @@ double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i)
     if (u1 <= 0)
         u1 = 0x1p-53;
     return init.value * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i)
+{
+    uint32_t key[2];
+    init_key(seed, name, key);
+    return init_at(seed, key, init, i);
 }
 
 /* ---- the store ---------------------------------------------------------------------------- */
@@ -115,6 +129,49 @@ static void store_value(void *dst, int dtype, double v)
         *(float *)dst = (float)v;
 }
 
+/* Elements [from, to) of one parameter's initial values, on the host. */
+typedef struct init_part {
+    uint64_t seed;
+    const g_slot *p;
+    char *host;
+    size_t from, to;
+} init_part;
+
+static void *init_run(void *arg)
+{
+    const init_part *w = arg;
+    size_t esz = bora_dtype_size(w->p->dtype);
+    uint32_t key[2];
+    init_key(w->seed, w->p->name, key);
+    for (size_t e = w->from; e < w->to; e++)
+        store_value(w->host + e * esz, w->p->dtype, init_at(w->seed, key, w->p->init, e));
+    return NULL;
+}
+
+/* A parameter's n initial values: every element depends on (seed, name, index) alone, so a large
+ * parameter is split among the CPU's cores (GPT-2 124M's 124 M normals take seconds on one). */
+static void init_fill(uint64_t seed, const g_slot *p, char *host, size_t n)
+{
+    enum { MOST = 16, LEAST = 1 << 20 };
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t parts = n / LEAST, most = cpus < 1 ? 1 : cpus > MOST ? MOST : (size_t)cpus;
+    parts = parts > most ? most : parts < 1 ? 1 : parts;
+    init_part w[MOST];
+    pthread_t th[MOST];
+    int started[MOST] = {0};
+    for (size_t k = 0; k < parts; k++)
+        w[k] = (init_part){seed, p, host, n * k / parts, n * (k + 1) / parts};
+    for (size_t k = 1; k < parts; k++)
+        started[k] = pthread_create(&th[k], NULL, init_run, &w[k]) == 0;
+    init_run(&w[0]);
+    for (size_t k = 1; k < parts; k++) {
+        if (started[k])
+            pthread_join(th[k], NULL);
+        else
+            init_run(&w[k]); /* no thread to be had: this one does the part */
+    }
+}
+
 /* Fill bytes of a backend buffer with zeros. */
 static bora_status zero_buffer(g_store *s, bora_buffer *b, size_t bytes)
 {
@@ -167,8 +224,7 @@ bora_status g_store_materialize(g_store *s)
         char *host = malloc(p->nbytes ? p->nbytes : 1);
         if (!host)
             return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-        for (size_t e = 0; e < n; e++)
-            store_value(host + e * esz, p->dtype, g_init_value(s->seed, p->name, p->init, e));
+        init_fill(s->seed, p, host, n);
         bora_status st = s->ops->copy_in(s->backend, s->params, p->offset, host, p->nbytes);
         free(host);
         if (st != BORA_OK)
