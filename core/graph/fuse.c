@@ -239,6 +239,13 @@ static void fused_free(g_fused *f)
     free(f->scratch);
 }
 
+int g_fused_in_tile(const g_fused *f, int j)
+{
+    const gval *ins[G_MAX_IN + 1];
+    int nin = operands(f->nodes[j], ins);
+    return f->scratch[(j % f->n_steps) * BORA_FUSED_OPERANDS + nin] >= 0;
+}
+
 void g_fused_free_all(g_graph *g)
 {
     for (size_t i = 0; i < g->n_fused; i++)

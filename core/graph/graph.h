@@ -272,6 +272,8 @@ const char *g_op_name(int op);
 /* Plan fused groups over the chosen kernels (fuse.c); -1 out of memory. */
 int g_plan_fusion(g_graph *g, const char *needed);
 void g_fused_free_all(g_graph *g);
+/* Whether node j of group f (segment-major) keeps its output in a scratch tile, never in memory. */
+int g_fused_in_tile(const g_fused *f, int j);
 /* With BORA_PROFILE set: print where this graph's runs spent their time (stderr). */
 void g_profile_print(g_graph *g);
 

@@ -300,11 +300,8 @@ bora_status g_finalize(g_graph *g)
         g_fail(g, "out of memory");
     for (size_t k = 0; k < g->n_fused && !g->status; k++) {
         const g_fused *f = &g->fused[k];
-        for (int j = 0; j < f->n_steps * f->n_segments; j++) {
-            const gnode *n = f->nodes[j];
-            int nin = n->nin + (n->op == G_GRAD); /* as fuse.c counts operands */
-            tiled[n->id] = f->scratch[(j % f->n_steps) * BORA_FUSED_OPERANDS + nin] >= 0;
-        }
+        for (int j = 0; j < f->n_steps * f->n_segments; j++)
+            tiled[f->nodes[j]->id] = g_fused_in_tile(f, j);
     }
     for (size_t k = 0; k < g->n_fused && !g->status; k++) {
         const g_fused *f = &g->fused[k];
@@ -315,7 +312,7 @@ bora_status g_finalize(g_graph *g)
             const gnode *n = f->nodes[j];
             for (int q = 0; q < n->nin + n->nout; q++) {
                 gval *b = (q < n->nin ? n->in[q] : n->out[q - n->nin])->base;
-                if (b->node && b->node->fused && tiled[b->node->id])
+                if (b->node && tiled[b->node->id])
                     continue;
                 if (b->first_use >= lo && b->first_use <= hi)
                     b->first_use = lo;
