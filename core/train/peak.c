@@ -61,26 +61,38 @@ static void remember(const char *key, double gflops)
     fclose(f);
 }
 
-/* Best GFLOP/s of an n x n x n f32 matmul on the backend, over a few runs. */
-static double probe(const bora_backend_ops *ops, bora_backend *be, const char *name)
+/* Best GFLOP/s of an n x n x n matmul on the backend, over a few runs: f32, or under c=bf16 bf16
+ * operands with an f32 result (the inputs are bf16 already, so no cast is timed). */
+static double probe(const bora_backend_ops *ops, bora_backend *be, const char *name, int dtype)
 {
     enum { N = 1024 };
     double best = 0;
     g_store *s = g_store_new(ops, be, name, 0);
+    if (s)
+        s->compute_dtype = dtype;
     g_graph *g = s ? g_graph_new(s, BORA_MODE_EVAL) : NULL;
-    float *data = malloc(sizeof(float) * N * N);
+    size_t size = (dtype == BORA_DTYPE_BF16 ? 2 : 4) * (size_t)N * N;
+    unsigned char *data = malloc(size);
     if (g && data) {
         bora_axis aa[2] = {{"m", N}, {"k", N}}, ba[2] = {{"k", N}, {"n", N}};
-        bora_tensor *a = bora_input(&g->pub, "a", BORA_DTYPE_F32, 2, aa);
-        bora_tensor *b = bora_input(&g->pub, "b", BORA_DTYPE_F32, 2, ba);
+        bora_tensor *a = bora_input(&g->pub, "a", dtype, 2, aa);
+        bora_tensor *b = bora_input(&g->pub, "b", dtype, 2, ba);
         const char *k[] = {"k"};
         g->output = bora_dot(&g->pub, a, b, 1, k);
-        for (size_t i = 0; i < (size_t)N * N; i++)
-            data[i] = (float)((i * 7919u) % 17u) * 0.0625f - 0.5f;
+        for (size_t i = 0; i < (size_t)N * N; i++) {
+            float v = (float)((i * 7919u) % 17u) * 0.0625f - 0.5f; /* a bf16 value too */
+            if (dtype == BORA_DTYPE_BF16) {
+                uint32_t u;
+                memcpy(&u, &v, sizeof u);
+                uint16_t top = (uint16_t)(u >> 16);
+                memcpy(data + 2 * i, &top, 2);
+            } else {
+                memcpy(data + 4 * i, &v, 4);
+            }
+        }
         if (bora_graph_status(&g->pub) == BORA_OK && g_finalize(g) == BORA_OK &&
-            g_store_materialize(s) == BORA_OK &&
-            g_set_input(g, "a", data, sizeof(float) * N * N) == BORA_OK &&
-            g_set_input(g, "b", data, sizeof(float) * N * N) == BORA_OK && g_run(g) == BORA_OK) {
+            g_store_materialize(s) == BORA_OK && g_set_input(g, "a", data, size) == BORA_OK &&
+            g_set_input(g, "b", data, size) == BORA_OK && g_run(g) == BORA_OK) {
             for (int rep = 0; rep < 5; rep++) {
                 double t0 = bora_now_s();
                 if (g_run(g) != BORA_OK)
@@ -98,12 +110,13 @@ static double probe(const bora_backend_ops *ops, bora_backend *be, const char *n
 }
 
 double bora_peak_gflops(const bora_backend_ops *ops, bora_backend *be, const char *name,
-                        const char *cpu, int *measured)
+                        const char *cpu, int dtype, int *measured)
 {
     char desc[512] = "", key[1024];
     if (ops->describe)
         ops->describe(be, desc, sizeof desc);
-    snprintf(key, sizeof key, "%s | %s: %s | f32", cpu, name, desc);
+    snprintf(key, sizeof key, "%s | %s: %s | %s", cpu, name, desc,
+             dtype == BORA_DTYPE_BF16 ? "bf16" : "f32");
     for (char *p = key; *p; p++)
         if (*p == '\t' || *p == '\n')
             *p = ' ';
@@ -111,7 +124,7 @@ double bora_peak_gflops(const bora_backend_ops *ops, bora_backend *be, const cha
     double v = cached(key);
     if (v > 0)
         return v;
-    v = probe(ops, be, name);
+    v = probe(ops, be, name, dtype);
     if (v > 0) {
         *measured = 1;
         remember(key, v);

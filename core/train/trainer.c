@@ -368,16 +368,6 @@ static void cpu_model(char *buf, size_t cap)
         fclose(f);
 }
 
-static int cpu_has_bf16(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16");
-#else
-    return 0;
-#endif
-}
-
 static void cpu_isa(char *buf, size_t cap)
 {
     buf[0] = 0;
@@ -620,15 +610,8 @@ static bora_status build(trainer *t, bora_config *root)
     t->store = g_store_new(bops, t->be, t->be_entry->ops->name, (uint64_t)t->seed);
     if (!t->store)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    if (t->compute_dtype == BORA_DTYPE_BF16) {
+    if (t->compute_dtype == BORA_DTYPE_BF16)
         g_store_mixed(t->store, BORA_DTYPE_BF16, t->be_entry->file->abi_minor);
-        if (!strcmp(t->be_entry->ops->name, "cpu"))
-            bora_log(BORA_LOG_WARN,
-                     "trainer.mp: c=bf16 on the cpu backend rounds every matmul's operands to "
-                     "bf16 and multiplies them in f32: bf16's results, at f32's speed or a little "
-                     "below (this CPU %s AVX512-BF16)",
-                     cpu_has_bf16() ? "has" : "lacks");
-    }
     if (t->eval_only) {
         if (bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
             return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
@@ -1314,12 +1297,14 @@ static void model_flops(trainer *t, bora_config *root, size_t params)
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     int measured = 0;
-    t->peak_gflops = bora_peak_gflops((const bora_backend_ops *)t->be_entry->ops, t->be,
-                                      t->be_entry->ops->name, cpu, &measured);
+    int bf16 = t->compute_dtype == BORA_DTYPE_BF16;
+    t->peak_gflops =
+        bora_peak_gflops((const bora_backend_ops *)t->be_entry->ops, t->be, t->be_entry->ops->name,
+                         cpu, bf16 ? BORA_DTYPE_BF16 : BORA_DTYPE_F32, &measured);
     if (measured)
-        printf("peak: %.1f GFLOP/s f32 on this machine's backend (measured once, kept for "
+        printf("peak: %.1f GFLOP/s %s on this machine's backend (measured once, kept for "
                "throughput/mfu)\n",
-               t->peak_gflops);
+               t->peak_gflops, bf16 ? "bf16" : "f32");
 }
 
 static void teardown(trainer *t)
@@ -1399,6 +1384,15 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     printf("model %s: %zu parameters in %zu tensors; optimizer %s; backend %s\n",
            t.model_entry->ops->name, values, t.store->n_slots, t.opt_entry->ops->name,
            t.be_entry->ops->name);
+    if (t.compute_dtype == BORA_DTYPE_BF16) {
+        char desc[512] = "";
+        const bora_backend_ops *bops = (const bora_backend_ops *)t.be_entry->ops;
+        if (bops->describe)
+            bops->describe(t.be, desc, sizeof desc);
+        printf("trainer.mp c=bf16: matmul operands rounded to bf16, products summed in f32 "
+               "(%s: %s)\n",
+               t.be_entry->ops->name, desc);
+    }
     printf("batch %lld x %lld tokens (%lld micro-batch%s of %lld), %lld steps\n",
            (long long)t.batch, (long long)t.seq_len, (long long)(t.batch / t.micro),
            t.batch / t.micro == 1 ? "" : "es", (long long)t.micro, (long long)t.steps);

@@ -20,8 +20,10 @@ typedef struct rig {
     bora_cfg *cfg;
 } rig;
 
-/* Load the CPU backend from plugin_dir with num_threads (0: all cores). Exits on failure. */
-static inline void rig_open(rig *r, const char *plugin_dir, int num_threads, uint64_t seed)
+/* Load the CPU backend from plugin_dir with num_threads (0: all cores): BORA_OK, or the
+ * backend's refusal (its message in bora_error_get()). Exits when the plugin cannot be found. */
+static inline bora_status rig_try_open(rig *r, const char *plugin_dir, int num_threads,
+                                       uint64_t seed)
 {
     memset(r, 0, sizeof *r);
     r->reg = bora_registry_new();
@@ -40,11 +42,23 @@ static inline void rig_open(rig *r, const char *plugin_dir, int num_threads, uin
     snprintf(yaml, sizeof yaml, "num_threads: %d\n", num_threads);
     r->cfg = bora_cfg_new();
     bora_cfg_load_string(r->cfg, "rig.yaml", yaml, strlen(yaml));
-    if (r->ops->create(&e->file->host, bora_cfg_root(r->cfg), &r->be) != BORA_OK) {
+    bora_status st = r->ops->create(&e->file->host, bora_cfg_root(r->cfg), &r->be);
+    if (st != BORA_OK) {
+        bora_cfg_free(r->cfg);
+        bora_registry_free(r->reg);
+        return st;
+    }
+    r->store = g_store_new(r->ops, r->be, "cpu", seed);
+    return BORA_OK;
+}
+
+/* rig_try_open, exiting on failure. */
+static inline void rig_open(rig *r, const char *plugin_dir, int num_threads, uint64_t seed)
+{
+    if (rig_try_open(r, plugin_dir, num_threads, seed) != BORA_OK) {
         fprintf(stderr, "rig: %s\n", bora_error_get());
         exit(1);
     }
-    r->store = g_store_new(r->ops, r->be, "cpu", seed);
 }
 
 static inline void rig_close(rig *r)

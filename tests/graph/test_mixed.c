@@ -7,7 +7,8 @@
  *     unrounded sums by bf16's rounding (so the rounding happened);
  *   - the gradients stay f32 (most are not bf16 values) and the f32 path is untouched;
  *   - each operand is rounded once: five casts in all (X, W, V, dy, dz);
- *   - the bits are the same on 1 and 2 threads, and run after run;
+ *   - the bits are the same run after run, and on 1 and 2 threads where the products are widened
+ *     to f32 for sgemm;
  *   - with the store's bf16 copies of the parameters (as bora train keeps them, written by the
  *     optimizer's pass), the graph casts only dy and dz and gives the same bits; a host-side
  *     write to a parameter, once announced, reaches its copy before the next run (w negated
@@ -252,6 +253,48 @@ static int same(const float *a, const float *b, size_t n)
     return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
+/* Every check above on one path of the CPU backend's bf16 matmuls (BORA_CPU_BF16_MATMUL):
+ * widen (blocks widened to f32 for sgemm) or onednn (oneDNN's bf16 matmul). The widened path
+ * keeps f32's promise of the same bits on 1 and 2 threads; oneDNN's splits by the thread count,
+ * so only run after run is promised there (DESIGN §8). *two gets the 2-thread results. */
+static int check_path(const char *path, run *two)
+{
+    setenv("BORA_CPU_BF16_MATMUL", path, 1);
+    run one, f32, kept;
+    if (!build_run(2, BORA_DTYPE_BF16, 0, two) || !build_run(1, BORA_DTYPE_BF16, 0, &one) ||
+        !build_run(2, 0, 0, &f32) || !build_run(2, BORA_DTYPE_BF16, 1, &kept))
+        return 0;
+    printf("%s: bf16 copies in the graph: %d; with the store's copies of the parameters, %d\n",
+           path, two->casts, kept.casts);
+    CHECK(two->casts == 5);
+    CHECK(kept.casts == 2);
+    /* the store's copies are the graph's casts: the same bits */
+    CHECK(same(kept.y, two->y, M * N) && same(kept.z, two->z, M * N2));
+    CHECK(same(kept.dx, two->dx, M * K) && same(kept.dw, two->dw, (size_t)K * N) &&
+          same(kept.dv, two->dv, (size_t)N2 * K));
+    size_t negated = 0;
+    for (size_t i = 0; i < (size_t)M * N; i++)
+        negated += kept.y_negated[i] == -kept.y[i];
+    printf("after w was negated on the host: %zu of %zu outputs negated\n", negated, (size_t)M * N);
+    CHECK(negated == (size_t)M * N);
+    CHECK(f32.casts == 0);
+    check_values(two);
+    /* the same bits on one thread as on two */
+    int threads_same = same(one.y, two->y, M * N) && same(one.z, two->z, M * N2) &&
+                       same(one.dx, two->dx, M * K) && same(one.dw, two->dw, (size_t)K * N) &&
+                       same(one.dv, two->dv, (size_t)N2 * K);
+    printf("%s: 1 and 2 threads give %s bits\n", path, threads_same ? "the same" : "other");
+    if (!strcmp(path, "widen"))
+        CHECK(threads_same);
+    /* without mixed precision, the products are f32's, not bf16's */
+    CHECK(!same(f32.y, two->y, M * N));
+    CHECK(same(f32.x, two->x, M * K));
+    run_free(&one);
+    run_free(&f32);
+    run_free(&kept);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -259,35 +302,40 @@ int main(int argc, char **argv)
         return 2;
     }
     plugin_dir = argv[1];
-    run one, two, f32, kept;
-    if (!build_run(2, BORA_DTYPE_BF16, 0, &two) || !build_run(1, BORA_DTYPE_BF16, 0, &one) ||
-        !build_run(2, 0, 0, &f32) || !build_run(2, BORA_DTYPE_BF16, 1, &kept))
+    /* a path the backend does not know is refused by name */
+    setenv("BORA_CPU_BF16_MATMUL", "fast", 1);
+    rig r;
+    CHECK(rig_try_open(&r, plugin_dir, 2, 5) != BORA_OK);
+    CHECK(strstr(bora_error_get(), "BORA_CPU_BF16_MATMUL=fast: say onednn or widen") != NULL);
+    /* which path the rule picks here, as the backend describes itself */
+    unsetenv("BORA_CPU_BF16_MATMUL");
+    rig_open(&r, plugin_dir, 2, 5);
+    char desc[512] = "";
+    r.ops->describe(r.be, desc, sizeof desc);
+    printf("backend: %s\n", desc);
+    CHECK(strstr(desc, "bf16 matmul: ") != NULL);
+    rig_close(&r);
+
+    run widened, onednn;
+    if (!check_path("widen", &widened))
         return test_summary("test_mixed");
-    printf("bf16 copies in the graph: %d; with the store's copies of the parameters, %d\n",
-           two.casts, kept.casts);
-    CHECK(two.casts == 5);
-    CHECK(kept.casts == 2);
-    /* the store's copies are the graph's casts: the same bits */
-    CHECK(same(kept.y, two.y, M * N) && same(kept.z, two.z, M * N2));
-    CHECK(same(kept.dx, two.dx, M * K) && same(kept.dw, two.dw, (size_t)K * N) &&
-          same(kept.dv, two.dv, (size_t)N2 * K));
-    size_t negated = 0;
-    for (size_t i = 0; i < (size_t)M * N; i++)
-        negated += kept.y_negated[i] == -kept.y[i];
-    printf("after w was negated on the host: %zu of %zu outputs negated\n", negated, (size_t)M * N);
-    CHECK(negated == (size_t)M * N);
-    CHECK(f32.casts == 0);
-    check_values(&two);
-    /* the same bits on one thread as on two */
-    CHECK(same(one.y, two.y, M * N) && same(one.z, two.z, M * N2));
-    CHECK(same(one.dx, two.dx, M * K) && same(one.dw, two.dw, (size_t)K * N) &&
-          same(one.dv, two.dv, (size_t)N2 * K));
-    /* without mixed precision, the products are f32's, not bf16's */
-    CHECK(!same(f32.y, two.y, M * N));
-    CHECK(same(f32.x, two.x, M * K));
-    run_free(&one);
-    run_free(&two);
-    run_free(&f32);
-    run_free(&kept);
+    setenv("BORA_CPU_BF16_MATMUL", "onednn", 1);
+    if (rig_try_open(&r, plugin_dir, 2, 5) != BORA_OK) {
+        printf("skip: the onednn path: %s\n", bora_error_get());
+    } else {
+        r.ops->describe(r.be, desc, sizeof desc);
+        printf("onednn: %s\n", desc);
+        CHECK(strstr(desc, "bf16 matmul: widened") == NULL);
+        rig_close(&r);
+        if (check_path("onednn", &onednn)) {
+            /* each product ran on oneDNN: its f32 sums differ from sgemm's somewhere */
+            CHECK(!same(onednn.y, widened.y, M * N) && !same(onednn.z, widened.z, M * N2));
+            CHECK(!same(onednn.dx, widened.dx, M * K) &&
+                  !same(onednn.dw, widened.dw, (size_t)K * N) &&
+                  !same(onednn.dv, widened.dv, (size_t)N2 * K));
+            run_free(&onednn);
+        }
+    }
+    run_free(&widened);
     return test_summary("test_mixed");
 }

@@ -62,9 +62,16 @@ expect 1 "trainer.mp: r=bf16: a bf16 residual stream is not available yet" run.y
     --trainer.mp=p=f32,c=bf16,r=bf16
 expect 1 "trainer.mp: 'compute=bf16' is not key=dtype with key p (parameters), c (compute)" \
     run.yaml --trainer.mp=compute=bf16
-# bf16 compute on a CPU says what it does; the run trains.
-expect 0 "trainer.mp: c=bf16 on the cpu backend rounds every matmul's operands to bf16" run.yaml \
-    --trainer.id=bf16 --trainer.mp=p=f32,c=bf16 --trainer.num_train_steps=2
+# bf16 compute on a CPU says what it does and how the backend multiplies; the run trains, on
+# either of the backend's bf16 paths (the widened one says so as a warning).
+expect 0 "trainer.mp c=bf16: matmul operands rounded to bf16, products summed in f32 (cpu: " \
+    run.yaml --trainer.id=bf16 --trainer.mp=p=f32,c=bf16 --trainer.num_train_steps=2
+export BORA_CPU_BF16_MATMUL=widen
+expect 0 "bf16 matmuls: operands widened to f32 for sgemm" run.yaml --trainer.id=bf16w \
+    --trainer.mp=p=f32,c=bf16 --trainer.num_train_steps=2
+export BORA_CPU_BF16_MATMUL=fast
+expect 1 "BORA_CPU_BF16_MATMUL=fast: say onednn or widen" run.yaml --trainer.id=bf16f
+unset BORA_CPU_BF16_MATMUL
 
 # A learning rate far too large: the loss overflows and the run stops, naming the step.
 expect 1 "stopping (trainer.crash_on_nan)" run.yaml --trainer.id=nan \

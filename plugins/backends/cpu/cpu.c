@@ -34,6 +34,7 @@ static bora_status cpu_create(const bora_host *h, const bora_config *cfg, bora_b
     bora_backend *b = h->alloc(h, sizeof *b, 64);
     if (!b)
         return h->fail(h, BORA_ERR_NOMEM, "out of memory");
+    memset(b, 0, sizeof *b);
     b->h = h;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     b->num_threads = threads ? (int)threads : (int)(cores > 0 ? cores : 1);
@@ -41,12 +42,19 @@ static bora_status cpu_create(const bora_host *h, const bora_config *cfg, bora_b
     /* One OpenMP runtime, a fixed number of threads: the partition never changes mid-run. */
     omp_set_dynamic(0);
     omp_set_num_threads(b->num_threads);
+    st = cpu_bf16_setup(b);
+    if (st != BORA_OK) {
+        cpu_bf16_teardown(b);
+        h->free(h, b);
+        return st;
+    }
     *out = b;
     return BORA_OK;
 }
 
 static void cpu_destroy(bora_backend *b)
 {
+    cpu_bf16_teardown(b);
     b->h->free(b->h, b);
 }
 
@@ -84,14 +92,14 @@ static bora_status cpu_copy_out(bora_backend *b, void *dst, bora_buffer *src, si
 }
 
 /* What the bits depend on: the thread count fixes every partition, our loops' instruction set
- * (FMA or not) their rounding, and oneDNN's version and the instruction set it dispatches to fix
- * the matmuls' summation order. */
+ * (FMA or not) their rounding, oneDNN's version and the instruction set it dispatches to fix
+ * the matmuls' summation order, and the bf16 matmuls' path theirs. */
 static void cpu_describe(bora_backend *b, char *buf, size_t cap)
 {
     const dnnl_version_t *v = dnnl_version();
-    snprintf(buf, cap, "%d thread%s, %s loops, oneDNN %d.%d.%d (%s)", b->num_threads,
-             b->num_threads == 1 ? "" : "s", b->simd->isa, v->major, v->minor, v->patch,
-             v->hash ? v->hash : "");
+    snprintf(buf, cap, "%d thread%s, %s loops, oneDNN %d.%d.%d (%s), bf16 matmul: %s",
+             b->num_threads, b->num_threads == 1 ? "" : "s", b->simd->isa, v->major, v->minor,
+             v->patch, v->hash ? v->hash : "", b->bf16_impl);
 }
 
 static const bora_backend_ops cpu_ops = {

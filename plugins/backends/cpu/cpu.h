@@ -6,10 +6,17 @@
 
 #include <bora/backend.h>
 
+typedef struct cpu_onednn cpu_onednn; /* oneDNN's engine, stream and kept primitives */
+
 struct bora_backend {
     const bora_host *h;
     int num_threads;
     const cpu_simd *simd; /* the vectorised loops for this CPU */
+    cpu_onednn *dnnl;
+    int bf16_onednn;    /* bf16 matmuls on oneDNN's primitive, else widened for sgemm */
+    char bf16_impl[64]; /* oneDNN's implementation, or "widened to sgemm" */
+    char bf16_why[96];  /* what the rule in matmul_bf16.c saw */
+    int bf16_told;      /* the widening has been reported */
 };
 
 /* Rows of t: the product of every axis but the last. */
@@ -20,6 +27,12 @@ static inline int64_t cpu_rows_of(const bora_tensor_desc *t)
         n *= t->dims[i];
     return n;
 }
+
+/* matmul_bf16.c: the rule for bf16 matmuls and oneDNN's engine (create), its teardown, and a
+ * bf16 product on oneDNN's primitive (0 done, 1 not taken: widen, negative: an error). */
+bora_status cpu_bf16_setup(bora_backend *b);
+void cpu_bf16_teardown(bora_backend *b);
+int cpu_matmul_bf16_onednn(bora_backend *b, const bora_kernel_args *a);
 
 bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dtypes, uint32_t n);
 

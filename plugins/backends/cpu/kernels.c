@@ -214,8 +214,8 @@ static bora_status matmul_f32(bora_backend *bk, const bora_kernel_args *a)
 
 /* ---- bf16 operands, f32 result --------------------------------------------------------------- */
 
-/* oneDNN 2.6 multiplies bf16 only on AVX512-BF16 and AMX. Elsewhere each block of the operands is
- * widened to f32 (exactly: a bf16 is the top half of an f32) and multiplied on sgemm; a product
+/* Where oneDNN's bf16 matmul does not run or is slower than sgemm (the rule in matmul_bf16.c),
+ * each block of the operands is widened to f32 (exactly: a bf16 is the top half of an f32) and multiplied on sgemm; a product
  * of two bf16 values is exact in f32, so this is a bf16 matmul accumulating in f32. The blocks:
  * rows as the f32 path, columns by at most 1024, K in panels of at most 1024 added in order
  * (beta 1), so a thread's scratch stays near 6 MB and every sum's order depends on the shape
@@ -263,6 +263,9 @@ static bora_status matmul_bf16_naive(const bora_kernel_args *a)
 
 static bora_status matmul_bf16(bora_backend *bk, const bora_kernel_args *a)
 {
+    int taken = cpu_matmul_bf16_onednn(bk, a);
+    if (taken <= 0)
+        return taken;
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
     int64_t nb = C->dims[0], M = C->dims[1], N = C->dims[2], Kd = A->dims[2];
     char ta, tb, tc;
@@ -394,7 +397,6 @@ static bora_status attention_any_f32(bora_backend *b, const bora_kernel_args *a)
 
 bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint32_t n)
 {
-    (void)b;
     if (n == 0)
         return NULL;
     if (op == BORA_OP_COPY) {
@@ -416,8 +418,16 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
         return NULL;
     }
     /* bf16 operands, an f32 result: mixed precision's matmuls */
-    if (op == BORA_OP_MATMUL && n == 3 && dt[0] == BORA_DTYPE_BF16 && dt[1] == BORA_DTYPE_BF16)
-        return dt[2] == BORA_DTYPE_F32 ? matmul_bf16 : NULL;
+    if (op == BORA_OP_MATMUL && n == 3 && dt[0] == BORA_DTYPE_BF16 && dt[1] == BORA_DTYPE_BF16) {
+        if (dt[2] != BORA_DTYPE_F32)
+            return NULL;
+        if (!b->bf16_onednn && !b->bf16_told++)
+            BORA_WARN(b->h,
+                      "bf16 matmuls: operands widened to f32 for sgemm (%s): bf16's results at "
+                      "f32's speed",
+                      b->bf16_why);
+        return matmul_bf16;
+    }
     int32_t ft = dt[0];
     if (op == BORA_OP_SCATTER_ADD)
         ft = dt[1];
