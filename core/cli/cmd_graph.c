@@ -83,17 +83,17 @@ int bora_cmd_graph(const bora_cli *cli)
         goto out;
     }
     store = g_store_new(bops, be, be_entry->ops->name, (uint64_t)seed);
-    /* trainer.mp's compute dtype, as bora train reads it */
+    /* trainer.mp's compute and residual dtypes, as bora train reads them */
     const char *mp = "p=f32,c=f32";
     char mp_err[256];
     bora_cfg_string(trainer, "mp", "p=f32,c=f32", &mp);
-    int compute = bora_mp_compute(mp, mp_err, sizeof mp_err);
-    if (compute < 0) {
+    bora_mp mixed;
+    if (bora_mp_parse(mp, &mixed, mp_err, sizeof mp_err)) {
         bora_log(BORA_LOG_ERROR, "%s", mp_err);
         goto out;
     }
-    if (store && compute == BORA_DTYPE_BF16)
-        g_store_mixed(store, BORA_DTYPE_BF16, be_entry->file->abi_minor);
+    if (store)
+        g_store_mixed(store, mixed.compute, mixed.residual, be_entry->file->abi_minor);
     train = store ? g_graph_new(store, BORA_MODE_TRAIN) : NULL;
     eval = store ? g_graph_new(store, BORA_MODE_EVAL) : NULL;
     if (!train || !eval) {

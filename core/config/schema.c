@@ -34,7 +34,8 @@ static const bora_key trainer_keys[] = {
      "a checkpoint directory to start from instead of initialising"},
     {"mp", BORA_KEY_STRING, 0, "p=f32,c=f32",
      "mixed precision: p (parameters, gradients, optimizer state: f32), c (matmul operands: "
-     "f32 or bf16, products accumulated in f32), r (residual stream: f32), e.g. p=f32,c=bf16"},
+     "f32 or bf16, products accumulated in f32), r (the residual stream in memory: f32 or bf16, "
+     "read back as f32, its gradient f32), e.g. p=f32,c=bf16,r=bf16"},
     {"crash_on_nan", BORA_KEY_BOOL, 0, "true",
      "stop at a non-finite loss, naming the step and keeping the last checkpoint"},
     {"steps_per_eval", BORA_KEY_INT, 0, "1000",

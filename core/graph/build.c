@@ -923,6 +923,7 @@ gval *g_lowp(g_graph *g, gval *v)
 {
     if (!v || g->compute != BORA_DTYPE_BF16 || v->dtype != BORA_DTYPE_F32)
         return v;
+    /* (a bf16 residual stream's widening has its bf16 value as lowp already) */
     if (!v->lowp && v->base->storage == S_PARAM && g->store->shadows)
         v->lowp = shadow_of(g, v);
     if (!v->lowp) {
@@ -1862,6 +1863,29 @@ static int32_t api_dtype(const bora_tensor *t)
     return t ? t->dtype : 0;
 }
 
+/* Under r=bf16: x rounded to bf16 (the stream in memory), then widened back to f32 for the ops
+ * that read it. Both copies pass their gradient to their source unchanged (autodiff's acc), so
+ * the stream's gradient stays f32; a matmul under c=bf16 multiplies the bf16 value itself; and
+ * the planner lets a kernel that takes the bf16 operand read it directly (plan.c). */
+static bora_tensor *api_residual(bora_graph *gp, bora_tensor *x)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x);
+    if (g->residual != BORA_DTYPE_BF16 || x->dtype != BORA_DTYPE_F32)
+        return x;
+    gval *r = copy_as(g, x, BORA_DTYPE_BF16);
+    if (!r)
+        return NULL;
+    r->mp_cast = 1;
+    gval *w = copy_as(g, r, BORA_DTYPE_F32);
+    if (!w)
+        return NULL;
+    w->mp_cast = 1;
+    w->lowp = r;
+    g->residuals++;
+    return w;
+}
+
 const bora_graph_api g_api = {
     .struct_size = sizeof(bora_graph_api),
     .mode = api_mode,
@@ -1898,6 +1922,7 @@ const bora_graph_api g_api = {
     .dtype = api_dtype,
     .state = api_state,
     .write_slice = api_write_slice,
+    .residual = api_residual,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1911,6 +1936,7 @@ g_graph *g_graph_new(g_store *store, int mode)
     g->recompute = 1; /* boundaries are marked only by models that ask for recomputation */
     g->batch = 1;
     g->compute = mode == BORA_MODE_APPLY ? 0 : store->compute_dtype;
+    g->residual = mode == BORA_MODE_APPLY ? 0 : store->residual_dtype;
     return g;
 }
 

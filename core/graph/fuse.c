@@ -54,6 +54,7 @@ static int fusible_op(int op)
     case BORA_OP_GELU_TANH:
     case BORA_OP_SCALE:
     case BORA_OP_ACT_GRAD:
+    case BORA_OP_COPY:
     case G_GRAD:
     case G_ASSIGN: return 1;
     default: return 0;
@@ -72,16 +73,18 @@ static int operands(const gnode *n, const gval **ops)
 }
 
 /* The element count of a node that can join a segment, else -1. Every operand is f32, but for
- * the write of a parameter's bf16 copy, where the backend takes it (ABI 1.5). */
+ * casts where the backend takes them: an f32 value rounded into a dense bf16 output (a
+ * parameter's bf16 copy, the residual stream under r=bf16; ABI 1.5) and a dense bf16 value in
+ * memory widened to f32 (the residual stream read back; ABI 1.6). */
 static int64_t fusible(const g_graph *g, const gnode *n)
 {
     if (!n->kernel || !fusible_op(n->op) || n->nout != 1)
         return -1;
     const gval *o = n->out[0];
     int64_t count = g_numel(o);
-    int shadow = n->op == G_ASSIGN && o->dtype == BORA_DTYPE_BF16 && o->storage == S_SHADOW &&
-                 g->store->fused_bf16;
-    if ((o->dtype != BORA_DTYPE_F32 && !shadow) || !dense_of(o, count) || count == 0)
+    int copy = n->op == BORA_OP_COPY || (n->op == G_ASSIGN && o->storage == S_SHADOW);
+    int round = copy && o->dtype == BORA_DTYPE_BF16 && g->store->fused_bf16;
+    if ((o->dtype != BORA_DTYPE_F32 && !round) || !dense_of(o, count) || count == 0)
         return -1;
     if (n->op == BORA_OP_ACT_GRAD && n->opt.act.op == BORA_OP_MAX)
         return -1;
@@ -89,9 +92,13 @@ static int64_t fusible(const g_graph *g, const gnode *n)
     int nin = operands(n, ins);
     if (nin > 2)
         return -1;
-    for (int k = 0; k < nin; k++)
-        if (ins[k]->dtype != BORA_DTYPE_F32 || !(dense_of(ins[k], count) || bcast_of(ins[k])))
+    for (int k = 0; k < nin; k++) {
+        int widen = copy && !round && ins[k]->dtype == BORA_DTYPE_BF16 && g->store->fused_bf16_in &&
+                    dense_of(ins[k], count);
+        if ((ins[k]->dtype != BORA_DTYPE_F32 && !widen) ||
+            !(dense_of(ins[k], count) || (bcast_of(ins[k]) && !round)))
             return -1;
+    }
     return count;
 }
 
@@ -150,16 +157,18 @@ typedef struct seg {
     int adjacent; /* no kernel runs between the previous segment and this one */
 } seg;
 
-/* Whether step i's output lives only inside the segment (then in a scratch tile). */
+/* Whether step i's output lives only inside the segment (then in a scratch tile, which holds
+ * f32: a bf16 output is always written to memory). */
 static int internal(const g_graph *g, const seg *s, int i)
 {
     const gval *o = s->nodes[i]->out[0];
-    return o->base == o && o->storage == S_ARENA && o != g->output->base && o->last_use <= s->last;
+    return o->base == o && o->storage == S_ARENA && o->dtype == BORA_DTYPE_F32 &&
+           o != g->output->base && o->last_use <= s->last;
 }
 
 static int seg_signature(g_graph *g, seg *s)
 {
-    s->sig = malloc(sizeof(int) * (size_t)s->n * (4 + G_MAX_IN + 1));
+    s->sig = malloc(sizeof(int) * (size_t)s->n * (4 + 2 * (G_MAX_IN + 1)));
     if (!s->sig)
         return -1;
     int w = 0;
@@ -175,6 +184,7 @@ static int seg_signature(g_graph *g, seg *s)
             int from = produced_in(s->nodes, i, ins[k]);
             int dense = dense_of(ins[k], s->count);
             s->sig[w++] = from >= 0 ? 100 + from * 2 + dense : dense ? K_DENSE : K_BCAST;
+            s->sig[w++] = ins[k]->dtype;
         }
     }
     s->n_sig = w;

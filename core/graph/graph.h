@@ -137,6 +137,8 @@ struct g_store {
      * to be recomputed before a graph next reads them. */
     int shadows;         /* whether the store keeps shadows (set before graphs are built) */
     int fused_bf16;      /* the backend's fused groups take bf16 COPY outputs (ABI 1.5) */
+    int fused_bf16_in;   /* and bf16 COPY inputs (ABI 1.6) */
+    int residual_dtype;  /* trainer.mp's r: the residual stream's dtype in memory (0: f32) */
     int shadows_stale;   /* the parameters changed outside an apply graph */
     bora_buffer *shadow; /* param_bytes / 2 */
     char *shadow_ptr;
@@ -168,6 +170,8 @@ typedef struct g_graph {
     int recompute;     /* recompute between checkpoints in the backward pass */
     int64_t batch;     /* sequences per execution, for models (default 1) */
     int compute;       /* matmul operands' dtype under mixed precision (0: the operands' own) */
+    int residual;      /* the residual stream's dtype in memory (bora_residual; 0: as built) */
+    int residuals;     /* values the model marked as the residual stream and kept in bf16 */
     int reads_shadows; /* a model graph multiplying the store's bf16 shadows */
     int *checkpoints;  /* node ids producing checkpointed values, ascending */
     size_t n_checkpoints, cap_checkpoints;
@@ -196,10 +200,12 @@ void g_store_free(g_store *s);
 bora_status g_store_materialize(g_store *s);
 /* Zero every gradient. */
 bora_status g_store_zero_grads(g_store *s);
-/* Mixed precision (trainer.mp's c) before any graph is built: under bf16, model graphs multiply
- * bf16 operands and the store keeps the parameters' bf16 copies, which the optimizer's fused
- * pass writes where the backend was built for ABI 1.5 or later. */
-void g_store_mixed(g_store *s, int compute, uint32_t backend_abi_minor);
+/* Mixed precision (trainer.mp's c and r) before any graph is built: under c=bf16, model graphs
+ * multiply bf16 operands and the store keeps the parameters' bf16 copies, which the optimizer's
+ * fused pass writes where the backend was built for ABI 1.5 or later; under r=bf16 the residual
+ * stream is kept in bf16 (bora_residual), rounded and read back inside fused chains where the
+ * backend was built for ABI 1.6 or later. 0 for either means f32. */
+void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_minor);
 /* The parameters were written outside an apply graph: recompute the shadows before they are
  * next read. */
 void g_store_params_changed(g_store *s);

@@ -234,11 +234,13 @@ bora_status g_store_materialize(g_store *s)
     return g_store_zero_grads(s);
 }
 
-void g_store_mixed(g_store *s, int compute, uint32_t backend_abi_minor)
+void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_minor)
 {
     s->compute_dtype = compute;
+    s->residual_dtype = residual;
     s->shadows = compute == BORA_DTYPE_BF16;
-    s->fused_bf16 = s->shadows && backend_abi_minor >= 5;
+    s->fused_bf16 = backend_abi_minor >= 5;
+    s->fused_bf16_in = backend_abi_minor >= 6;
 }
 
 void g_store_params_changed(g_store *s)

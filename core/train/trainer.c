@@ -38,7 +38,7 @@ typedef struct trainer {
     /* settings */
     int64_t steps, batch, micro, seed;
     int crash_on_nan;
-    int compute_dtype; /* trainer.mp's c */
+    bora_mp mp; /* trainer.mp: the compute and residual stream dtypes */
     const char *run_id, *base_path, *load_checkpoint;
     char run_dir[4096], id_buf[64];
     double save_interval, max_grad_norm;
@@ -216,12 +216,13 @@ static int has_urls(const bora_config *u)
                  (u->kind == BORA_NODE_SCALAR && u->text && *u->text));
 }
 
-int bora_mp_compute(const char *mp, char *err, size_t cap)
+int bora_mp_parse(const char *mp, bora_mp *out, char *err, size_t cap)
 {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", mp);
-    int seen[3] = {0, 0, 0}, compute = BORA_DTYPE_F32;
+    int seen[3] = {0, 0, 0};
     const char *keys = "pcr";
+    out->compute = out->residual = BORA_DTYPE_F32;
     for (char *save = NULL, *part = strtok_r(buf, ",", &save); part;
          part = strtok_r(NULL, ",", &save)) {
         while (*part == ' ')
@@ -246,18 +247,17 @@ int bora_mp_compute(const char *mp, char *err, size_t cap)
                      "trainer.mp: p=%s: parameters, their gradients and the optimizer's state are "
                      "kept in f32 (p=f32)",
                      v);
-        else if (ki == 2 && !f32)
-            snprintf(err, cap,
-                     "trainer.mp: r=%s: a bf16 residual stream is not available yet; it stays f32 "
-                     "(leave r out)",
-                     v);
         else {
-            compute = ki == 1 && bf16 ? BORA_DTYPE_BF16 : compute;
+            int dtype = bf16 ? BORA_DTYPE_BF16 : BORA_DTYPE_F32;
+            if (ki == 1)
+                out->compute = dtype;
+            else if (ki == 2)
+                out->residual = dtype;
             continue;
         }
         return -1;
     }
-    return compute;
+    return 0;
 }
 
 static bora_status read_settings(trainer *t, bora_config *root)
@@ -291,8 +291,7 @@ static bora_status read_settings(trainer *t, bora_config *root)
     const char *mp = "p=f32,c=f32";
     bora_cfg_string(tr, "mp", "p=f32,c=f32", &mp);
     char mp_err[256];
-    t->compute_dtype = bora_mp_compute(mp, mp_err, sizeof mp_err);
-    if (t->compute_dtype < 0)
+    if (bora_mp_parse(mp, &t->mp, mp_err, sizeof mp_err))
         bora_cfg_error(cfg, bora_cfg_child(tr, "mp"), "%s", mp_err);
     bora_cfg_string(cp, "base_path", "checkpoints", &t->base_path);
     bora_cfg_duration(cp, "save_interval", 900, &t->save_interval);
@@ -610,8 +609,7 @@ static bora_status build(trainer *t, bora_config *root)
     t->store = g_store_new(bops, t->be, t->be_entry->ops->name, (uint64_t)t->seed);
     if (!t->store)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    if (t->compute_dtype == BORA_DTYPE_BF16)
-        g_store_mixed(t->store, BORA_DTYPE_BF16, t->be_entry->file->abi_minor);
+    g_store_mixed(t->store, t->mp.compute, t->mp.residual, t->be_entry->file->abi_minor);
     if (t->eval_only) {
         if (bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
             return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
@@ -1297,7 +1295,7 @@ static void model_flops(trainer *t, bora_config *root, size_t params)
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     int measured = 0;
-    int bf16 = t->compute_dtype == BORA_DTYPE_BF16;
+    int bf16 = t->mp.compute == BORA_DTYPE_BF16;
     t->peak_gflops =
         bora_peak_gflops((const bora_backend_ops *)t->be_entry->ops, t->be, t->be_entry->ops->name,
                          cpu, bf16 ? BORA_DTYPE_BF16 : BORA_DTYPE_F32, &measured);
@@ -1384,7 +1382,7 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     printf("model %s: %zu parameters in %zu tensors; optimizer %s; backend %s\n",
            t.model_entry->ops->name, values, t.store->n_slots, t.opt_entry->ops->name,
            t.be_entry->ops->name);
-    if (t.compute_dtype == BORA_DTYPE_BF16) {
+    if (t.mp.compute == BORA_DTYPE_BF16) {
         char desc[512] = "";
         const bora_backend_ops *bops = (const bora_backend_ops *)t.be_entry->ops;
         if (bops->describe)
@@ -1393,6 +1391,15 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
                "(%s: %s)\n",
                t.be_entry->ops->name, desc);
     }
+    if (t.mp.residual == BORA_DTYPE_BF16 && t.train->residuals)
+        printf("trainer.mp r=bf16: the residual stream kept in bf16 (%d values of it per "
+               "micro-batch), read back as f32\n",
+               t.train->residuals);
+    else if (t.mp.residual == BORA_DTYPE_BF16)
+        bora_log(BORA_LOG_WARN,
+                 "trainer.mp r=bf16: model %s does not mark its residual stream "
+                 "(bora_residual), so it stays f32",
+                 t.model_entry->ops->name);
     printf("batch %lld x %lld tokens (%lld micro-batch%s of %lld), %lld steps\n",
            (long long)t.batch, (long long)t.seq_len, (long long)(t.batch / t.micro),
            t.batch / t.micro == 1 ? "" : "es", (long long)t.micro, (long long)t.steps);

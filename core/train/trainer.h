@@ -21,9 +21,14 @@ typedef struct bora_train_opts {
  * finished, 1 on an error (printed), 130 when interrupted (after saving a checkpoint). */
 int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts);
 
-/* trainer.mp ("p=f32,c=bf16": comma-separated key=dtype, keys p, c, r, each once): the compute
- * dtype (BORA_DTYPE_F32 or BORA_DTYPE_BF16), or -1 with the reason in err. */
-int bora_mp_compute(const char *mp, char *err, size_t cap);
+/* trainer.mp ("p=f32,c=bf16,r=bf16": comma-separated key=dtype, keys p, c, r, each once). */
+typedef struct bora_mp {
+    int compute;  /* c: matmul operands' dtype (BORA_DTYPE_F32 or BORA_DTYPE_BF16) */
+    int residual; /* r: the residual stream's dtype in memory */
+} bora_mp;
+
+/* 0 with *out filled, or -1 with the reason in err. */
+int bora_mp_parse(const char *mp, bora_mp *out, char *err, size_t cap);
 
 /* `bora eval`: the loss and bits per byte of a checkpoint's model (a step directory, or a run
  * directory for its latest) on cfg's validation set, printed as a line (or JSON). Returns the

@@ -347,6 +347,14 @@ struct bora_graph_api {
      * nothing is differentiated through state. */
     bora_tensor *(*write_slice)(bora_graph *g, bora_tensor *state, bora_tensor *value,
                                 const char *axis, bora_tensor *start);
+
+    /* ABI 1.6. Mark x, an f32 value, as the residual stream (the running sum a transformer's
+     * blocks add to). Under trainer.mp r=bf16 the stream is kept in memory as bf16: x is rounded
+     * once here, the ops that read the result read it widened to f32 (exactly), and gradients
+     * stay f32, passing through the rounding unchanged. Otherwise it returns x. A model calls it
+     * on every new value of the stream and uses what it returns (bora_residual below works with
+     * older hosts too). */
+    bora_tensor *(*residual)(bora_graph *g, bora_tensor *x);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */
@@ -402,6 +410,13 @@ static inline bora_tensor *bora_rename(bora_graph *g, bora_tensor *t, const char
                                        const char *to)
 {
     return g->api->rename(g, t, from, to);
+}
+/* x as the residual stream (bora_graph_api.residual); x itself on a host older than ABI 1.6. */
+static inline bora_tensor *bora_residual(bora_graph *g, bora_tensor *x)
+{
+    if (g->api->struct_size < offsetof(bora_graph_api, residual) + sizeof g->api->residual)
+        return x;
+    return g->api->residual(g, x);
 }
 
 #ifdef __cplusplus

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 5,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 6,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
@@ -123,7 +123,7 @@ static void layout(void)
                    "bora_attention_opts.head_dim_axis");
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
-    _Static_assert(sizeof(bora_graph_api) == 280, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 288, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -160,6 +160,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, assign) == 256, "bora_graph_api.assign");
     _Static_assert(offsetof(bora_graph_api, state) == 264, "bora_graph_api.state");
     _Static_assert(offsetof(bora_graph_api, write_slice) == 272, "bora_graph_api.write_slice");
+    _Static_assert(offsetof(bora_graph_api, residual) == 280, "bora_graph_api.residual");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");

@@ -70,7 +70,7 @@ static int build_run(int threads, int compute, int shadows, run *out)
     rig r;
     rig_open(&r, plugin_dir, threads, 5);
     if (shadows)
-        g_store_mixed(r.store, compute, BORA_ABI_MINOR);
+        g_store_mixed(r.store, compute, 0, BORA_ABI_MINOR);
     else
         r.store->compute_dtype = compute;
     g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);

@@ -4,7 +4,8 @@
  * 1e-5 absolute on weights after 6 AdamW steps); and the same run twice is bitwise equal. The
  * same holds with trainer.mp p=f32,c=bf16 (weights within 2e-4: two f32 values a rounding
  * apart may round to neighbouring bf16 values), whose losses stay within 1% of f32's but are
- * not its bits (the products are bf16's).
+ * not its bits (the products are bf16's). And again with r=bf16 too (the residual stream kept
+ * in bf16), whose losses are within 1% of c=bf16's and not its bits.
  *
  * usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR */
 #include "../test.h"
@@ -133,6 +134,18 @@ int main(int argc, char **argv)
         printf("step %d: loss %.9f (f32), %.9f (c=bf16)\n", i + 1, f[i], h[i]);
         CHECK(fabs(f[i] - h[i]) <= 0.01 * fabs(f[i]));
         differ += f[i] != h[i];
+    }
+    CHECK(differ > 0);
+    /* and with the residual stream in bf16 as well: its own losses, within 1% of c=bf16's */
+    check_accumulation("r16", "r16-micro", "r16-again", "p=f32,c=bf16,r=bf16");
+    double r16[16];
+    int nr = losses("r16", r16, 16);
+    differ = 0;
+    CHECK(nr == 6);
+    for (int i = 0; i < nr && i < nh; i++) {
+        printf("step %d: loss %.9f (c=bf16), %.9f (c=bf16,r=bf16)\n", i + 1, h[i], r16[i]);
+        CHECK(fabs(r16[i] - h[i]) <= 0.01 * fabs(h[i]));
+        differ += r16[i] != h[i];
     }
     CHECK(differ > 0);
     return test_summary("test_accumulate");

@@ -58,8 +58,9 @@ expect 1 "trainer.id: 'a/b' is not a valid run id" run.yaml --trainer.id=a/b
 expect 1 "trainer.mp: c=fp16: the dtype is f32 or bf16" run.yaml --trainer.mp=p=f32,c=fp16
 expect 1 "trainer.mp: p=bf16: parameters, their gradients and the optimizer's state are kept in f32" \
     run.yaml --trainer.mp=p=bf16,c=bf16
-expect 1 "trainer.mp: r=bf16: a bf16 residual stream is not available yet" run.yaml \
-    --trainer.mp=p=f32,c=bf16,r=bf16
+# a bf16 residual stream: the run says how much of it the model marked, and trains
+expect 0 "trainer.mp r=bf16: the residual stream kept in bf16 (3 values of it per micro-batch)" \
+    run.yaml --trainer.id=r16 --trainer.mp=p=f32,c=bf16,r=bf16 --trainer.num_train_steps=2
 expect 1 "trainer.mp: 'compute=bf16' is not key=dtype with key p (parameters), c (compute)" \
     run.yaml --trainer.mp=compute=bf16
 # bf16 compute on a CPU says what it does and how the backend multiplies; the run trains, on

@@ -55,6 +55,8 @@ static bora_status cpu_create(const bora_host *h, const bora_config *cfg, bora_b
 static void cpu_destroy(bora_backend *b)
 {
     cpu_bf16_teardown(b);
+    if (b->scratch)
+        b->h->free(b->h, b->scratch);
     b->h->free(b->h, b);
 }
 

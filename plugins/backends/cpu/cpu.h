@@ -17,7 +17,25 @@ struct bora_backend {
     char bf16_impl[64]; /* oneDNN's implementation, or "widened to sgemm" */
     char bf16_why[96];  /* what the rule in matmul_bf16.c saw */
     int bf16_told;      /* the widening has been reported */
+    void *scratch;      /* cpu_scratch's buffer, kept between kernels */
+    size_t scratch_bytes;
 };
+
+/* A buffer of at least bytes for one kernel's use until the next call (kernels run one at a
+ * time), kept and grown as needed; NULL out of memory. */
+static inline void *cpu_scratch(bora_backend *b, size_t bytes)
+{
+    if (bytes > b->scratch_bytes) {
+        void *p = b->h->alloc(b->h, bytes, 64);
+        if (!p)
+            return NULL;
+        if (b->scratch)
+            b->h->free(b->h, b->scratch);
+        b->scratch = p;
+        b->scratch_bytes = bytes;
+    }
+    return b->scratch;
+}
 
 /* Rows of t: the product of every axis but the last. */
 static inline int64_t cpu_rows_of(const bora_tensor_desc *t)

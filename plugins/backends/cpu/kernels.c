@@ -356,6 +356,45 @@ static bora_status layernorm_grad_any_f32(bora_backend *b, const bora_kernel_arg
     return fast_layernorm_grad_f32(b, a) == 0 ? BORA_OK : layernorm_grad_f32(b, a);
 }
 
+/* An op whose first input is bf16, as the f32 kernel k over that input widened (exactly) into
+ * the backend's scratch buffer: the bits of a COPY to f32 and then the op, with no f32 copy in
+ * the graph's memory. Under trainer.mp r=bf16, LayerNorm and its gradient read the residual
+ * stream this way. */
+static bora_status with_widened_x(bora_backend *b, const bora_kernel_args *a, bora_kernel_fn k)
+{
+    const bora_tensor_desc *x = &a->inputs[0];
+    if (a->n_inputs > 8)
+        return BORA_ERR_UNSUPPORTED;
+    bora_tensor_desc in[8];
+    memcpy(in, a->inputs, sizeof *in * a->n_inputs);
+    in[0].dtype = BORA_DTYPE_F32;
+    int64_t stride = 1;
+    for (int i = x->ndim - 1; i >= 0; i--) {
+        in[0].strides[i] = stride;
+        stride *= x->dims[i];
+    }
+    in[0].data = cpu_scratch(b, sizeof(float) * (size_t)stride);
+    if (!in[0].data)
+        return BORA_ERR_NOMEM;
+    bora_kernel_args widen = {sizeof widen, BORA_OP_COPY, NULL, 1, 1, x, &in[0], NULL, 0};
+    bora_status st = cpu_copy(b, &widen);
+    if (st != BORA_OK)
+        return st;
+    bora_kernel_args on_f32 = *a;
+    on_f32.inputs = in;
+    return k(b, &on_f32);
+}
+
+static bora_status layernorm_bf16x(bora_backend *b, const bora_kernel_args *a)
+{
+    return with_widened_x(b, a, layernorm_any_f32);
+}
+
+static bora_status layernorm_grad_bf16x(bora_backend *b, const bora_kernel_args *a)
+{
+    return with_widened_x(b, a, layernorm_grad_any_f32);
+}
+
 /* A cross-entropy fast path's answer as a status: done (refused when a target was out of
  * range), out of memory, or not its layout (-1), when the general kernel runs. */
 static bora_status xent_status(bora_backend *b, const bora_kernel_args *a, int r, int bad,
@@ -427,6 +466,14 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
                       "f32's speed",
                       b->bf16_why);
         return matmul_bf16;
+    }
+    /* LayerNorm and its gradient over a bf16 x (the residual stream under r=bf16), the rest f32 */
+    if ((op == BORA_OP_LAYERNORM || op == BORA_OP_LAYERNORM_GRAD) && n > 1 &&
+        dt[0] == BORA_DTYPE_BF16) {
+        for (uint32_t i = 1; i < n; i++)
+            if (dt[i] != BORA_DTYPE_F32)
+                return NULL;
+        return op == BORA_OP_LAYERNORM ? layernorm_bf16x : layernorm_grad_bf16x;
     }
     int32_t ft = dt[0];
     if (op == BORA_OP_SCATTER_ADD)

@@ -339,9 +339,11 @@ int fast_sum_squares_f32(bora_backend *b, const bora_kernel_args *a)
 static int fused_step_ok(const bora_kernel_args *a)
 {
     int op = (int)a->op;
-    if (op == BORA_OP_COPY) /* f32, or rounded to a bf16 output (ABI 1.5) */
-        return a->n_inputs == 1 && a->inputs[0].dtype == BORA_DTYPE_F32 &&
-               (a->outputs[0].dtype == BORA_DTYPE_F32 || a->outputs[0].dtype == BORA_DTYPE_BF16);
+    if (op == BORA_OP_COPY) { /* f32, rounded to a bf16 output (ABI 1.5) or widened (1.6) */
+        int xt = a->inputs[0].dtype, ot = a->outputs[0].dtype;
+        return a->n_inputs == 1 && (xt == BORA_DTYPE_F32 || xt == BORA_DTYPE_BF16) &&
+               (ot == BORA_DTYPE_F32 || (ot == BORA_DTYPE_BF16 && xt == BORA_DTYPE_F32));
+    }
     int act_op = op == BORA_OP_ACT_GRAD ? ((const bora_opt_act *)a->options)->op : 0;
     return a->n_inputs <= 2 && a->n_outputs == 1 &&
            span(&cpu_simd_generic, op, act_op, 0, NULL, NULL, NULL, 0);
@@ -365,9 +367,13 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
         const int32_t *sc = &f->scratch[(i % steps) * BORA_FUSED_OPERANDS];
         if (!fused_step_ok(a))
             return BORA_ERR_UNSUPPORTED;
-        /* a bf16 output is written to memory from a dense (or scratch) input */
+        /* a bf16 output is written to memory from a dense (or scratch) input; a bf16 input is
+         * read from dense memory */
         if (a->outputs[0].dtype == BORA_DTYPE_BF16 &&
             (sc[a->n_inputs] >= 0 || (sc[0] < 0 && is_bcast(&a->inputs[0], f->count[i / steps]))))
+            return BORA_ERR_UNSUPPORTED;
+        if (a->inputs[0].dtype == BORA_DTYPE_BF16 &&
+            (sc[0] >= 0 || is_bcast(&a->inputs[0], f->count[i / steps])))
             return BORA_ERR_UNSUPPORTED;
     }
     /* jobs: every segment's tiles, in order */
@@ -410,6 +416,10 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
                 }
                 float *out = sc[a->n_inputs] >= 0 ? tiles + (size_t)sc[a->n_inputs] * FUSED_TILE
                                                   : (float *)a->outputs[0].data + i0;
+                if (a->inputs[0].dtype == BORA_DTYPE_BF16) { /* checked above */
+                    b->simd->from_bf16(out, (const uint16_t *)a->inputs[0].data + i0, len);
+                    continue;
+                }
                 /* a binary op with one scalar operand (a learning rate, say) and one array: one
                  * loop over the array, no tile filled with the scalar */
                 int sk = -1;

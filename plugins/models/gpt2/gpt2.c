@@ -178,8 +178,8 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
         key_length = A->extent(g, "key_length", m->seq_len);
         pos_emb = A->embedding(g, wpe, pos, "position"); /* (embed) */
     }
-    /* (batch, position, embed) */
-    bora_tensor *x = bora_add(g, A->embedding(g, wte, ids, "vocab"), pos_emb);
+    /* (batch, position, embed): the residual stream (bf16 in memory under trainer.mp r=bf16) */
+    bora_tensor *x = bora_residual(g, bora_add(g, A->embedding(g, wte, ids, "vocab"), pos_emb));
     for (int64_t l = 0; l < L; l++) {
         if (m->gradient_checkpointing)
             x = A->checkpoint(g, x);
@@ -219,14 +219,14 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
         att = A->merge(g, att, 2, heads, "embed_in");
         snprintf(p, sizeof p, "transformer.h.%lld.attn.c_proj", (long long)l);
         att = conv1d(g, m, p, att, "embed_in", E, "embed_out", E, proj_std, 0);
-        x = bora_add(g, x, bora_rename(g, att, "embed_out", "embed"));
+        x = bora_residual(g, bora_add(g, x, bora_rename(g, att, "embed_out", "embed")));
         snprintf(p, sizeof p, "transformer.h.%lld.ln_2", (long long)l);
         h = layernorm(g, m, p, x);
         snprintf(p, sizeof p, "transformer.h.%lld.mlp.c_fc", (long long)l);
         h = conv1d(g, m, p, h, "embed", E, "mlp", m->mlp_scale * E, std, m->activation);
         snprintf(p, sizeof p, "transformer.h.%lld.mlp.c_proj", (long long)l);
         h = conv1d(g, m, p, h, "mlp", m->mlp_scale * E, "embed_out", E, proj_std, 0);
-        x = bora_add(g, x, bora_rename(g, h, "embed_out", "embed"));
+        x = bora_residual(g, bora_add(g, x, bora_rename(g, h, "embed_out", "embed")));
     }
     if (m->gradient_checkpointing)
         x = A->checkpoint(g, x);
