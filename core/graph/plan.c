@@ -1,6 +1,6 @@
 /* core/graph/plan.c — from a built graph to a run: which nodes are needed, where every
- * intermediate lives in the arena (offsets from liveness, the largest placed first), which kernel runs each
- * node, and the executor that calls them in order. */
+ * intermediate lives in the arena (offsets from liveness, the largest placed first), which
+ * kernel runs each node, and the executor that calls them in order. */
 #include "graph.h"
 
 #include "../util/log.h"

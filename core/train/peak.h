@@ -1,7 +1,8 @@
 /* core/train/peak.h — the denominator of throughput/mfu: the backend's peak matmul rate at its
- * thread count in the run's compute dtype (f32, or bf16 operands under trainer.mp c=bf16), measured once by a short probe (the best of five 1024^3 matmuls through
- * the backend's own kernels) and cached per machine in ${XDG_CACHE_HOME:-~/.cache}/bora/peak.tsv,
- * keyed by the CPU, the backend's description (threads, ISA, library) and the dtype. */
+ * thread count in the run's compute dtype (f32, or bf16 operands under trainer.mp c=bf16),
+ * measured once by a short probe (the best of five 1024^3 matmuls through the backend's own
+ * kernels) and cached per machine in ${XDG_CACHE_HOME:-~/.cache}/bora/peak.tsv, keyed by the
+ * CPU, the backend's description (threads, ISA, library) and the dtype. */
 #ifndef BORA_CORE_PEAK_H
 #define BORA_CORE_PEAK_H
 

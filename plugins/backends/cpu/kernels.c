@@ -215,8 +215,9 @@ static bora_status matmul_f32(bora_backend *bk, const bora_kernel_args *a)
 /* ---- bf16 operands, f32 result --------------------------------------------------------------- */
 
 /* Where oneDNN's bf16 matmul does not run or is slower than sgemm (the rule in matmul_bf16.c),
- * each block of the operands is widened to f32 (exactly: a bf16 is the top half of an f32) and multiplied on sgemm; a product
- * of two bf16 values is exact in f32, so this is a bf16 matmul accumulating in f32. The blocks:
+ * each block of the operands is widened to f32 (exactly: a bf16 is the top half of an f32) and
+ * multiplied on sgemm; a product of two bf16 values is exact in f32, so this is a bf16 matmul
+ * accumulating in f32. The blocks:
  * rows as the f32 path, columns by at most 1024, K in panels of at most 1024 added in order
  * (beta 1), so a thread's scratch stays near 6 MB and every sum's order depends on the shape
  * alone. */
