@@ -134,6 +134,9 @@ int bora_cmd_graph(const bora_cli *cli)
                "pass\n",
                half);
     }
+    if (mixed.residual == BORA_DTYPE_BF16)
+        printf("residual stream (trainer.mp r=bf16): %d values kept in bf16 per micro-batch%s\n",
+               train->residuals, train->residuals ? "" : " (the model marks none: it stays f32)");
     report("train", train);
     report("eval", eval);
     printf("shared arena: %s\n", shared);

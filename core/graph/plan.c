@@ -10,6 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+static int node_args(g_graph *g, const gnode *n, bora_kernel_args *a, bora_tensor_desc *in,
+                     bora_tensor_desc *out);
+
 static size_t value_bytes(const gval *v)
 {
     return (size_t)g_numel(v) * bora_dtype_size(v->dtype);
@@ -429,6 +432,22 @@ bora_status g_finalize(g_graph *g)
             BORA_OK)
             return g_fail(g, "cannot allocate input '%s'", in->value->label);
         in->ptr = ops->buffer_ptr(g->store->backend, in->buf);
+    }
+    /* What a kernel needs ahead of its first run, made now (the backend's prepare). */
+    for (size_t i = 0; i < g->n_nodes && !g->status && ops->prepare; i++) {
+        gnode *n = g->nodes[i];
+        if (!n->kernel)
+            continue;
+        bora_kernel_args a;
+        bora_tensor_desc in[G_MAX_IN + 1], out[G_MAX_OUT];
+        node_args(g, n, &a, in, out);
+        for (uint32_t k = 0; k < a.n_inputs; k++)
+            in[k].data = NULL;
+        for (uint32_t k = 0; k < a.n_outputs; k++)
+            out[k].data = NULL;
+        if (ops->prepare(g->store->backend, &a) != BORA_OK)
+            g_fail(g, "backend '%s' cannot prepare '%s': %s", g->store->backend_name,
+                   g_op_name(n->op), bora_error_get());
     }
     g->finalized = !g->status;
     bora_log(BORA_LOG_DEBUG, "graph: %zu nodes, arena %zu bytes (naive %zu)", g->n_nodes,

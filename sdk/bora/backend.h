@@ -137,6 +137,11 @@ typedef struct bora_backend_ops {
     /* (optional, ABI 1.3) Run a fused elementwise chain; NULL: the host runs its kernels one
      * by one. The backend may decline a chain (BORA_ERR_UNSUPPORTED, nothing written). */
     bora_status (*run_fused)(bora_backend *b, const bora_fused *f);
+    /* (optional, ABI 1.6) Called at graph build time for each node a kernel will run, with its
+     * argument block as the kernel will get it but every data pointer NULL (shapes, strides,
+     * dtypes, options): the backend may make ahead of the first run what the kernel needs
+     * (oneDNN's primitives). An error fails the build. */
+    bora_status (*prepare)(bora_backend *b, const bora_kernel_args *args);
 } bora_backend_ops;
 
 #ifdef __cplusplus

@@ -62,9 +62,9 @@ extern "C" {
  * and write_slice, and the op BORA_OP_WRITE_SLICE; 1.3 appends bora_backend_ops.run_fused; 1.4
  * appends the op BORA_OP_XENT_FUSED; 1.5 lets a fused group's COPY step write bf16, which the
  * host passes only to backends built for 1.5 or later, and appends BORA_OP_SUM_SQUARES; 1.6
- * appends bora_graph_api.residual and lets a fused group's COPY step read bf16, which the host
- * passes only to backends built for 1.6 or later). A minor bump only appends optional members; a
- * major bump breaks. */
+ * appends bora_graph_api.residual and bora_backend_ops.prepare, and lets a fused group's COPY
+ * step read bf16, which the host passes only to backends built for 1.6 or later). A minor bump
+ * only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
 #define BORA_ABI_MINOR 6
 

@@ -188,7 +188,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_fused, count) == 16, "bora_fused.count");
     _Static_assert(offsetof(bora_fused, args) == 24, "bora_fused.args");
     _Static_assert(offsetof(bora_fused, scratch) == 32, "bora_fused.scratch");
-    _Static_assert(sizeof(bora_backend_ops) == 144, "size of bora_backend_ops");
+    _Static_assert(sizeof(bora_backend_ops) == 152, "size of bora_backend_ops");
     _Static_assert(offsetof(bora_backend_ops, hdr) == 0, "bora_backend_ops.hdr");
     _Static_assert(offsetof(bora_backend_ops, probe) == 32, "bora_backend_ops.probe");
     _Static_assert(offsetof(bora_backend_ops, create) == 40, "bora_backend_ops.create");
@@ -204,6 +204,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_backend_ops, broadcast) == 120, "bora_backend_ops.broadcast");
     _Static_assert(offsetof(bora_backend_ops, describe) == 128, "bora_backend_ops.describe");
     _Static_assert(offsetof(bora_backend_ops, run_fused) == 136, "bora_backend_ops.run_fused");
+    _Static_assert(offsetof(bora_backend_ops, prepare) == 144, "bora_backend_ops.prepare");
     _Static_assert(sizeof(bora_model_ops) == 64, "size of bora_model_ops");
     _Static_assert(offsetof(bora_model_ops, hdr) == 0, "bora_model_ops.hdr");
     _Static_assert(offsetof(bora_model_ops, create) == 32, "bora_model_ops.create");

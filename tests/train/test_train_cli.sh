@@ -70,6 +70,22 @@ expect 0 "trainer.mp c=bf16: matmul operands rounded to bf16, products summed in
 export BORA_CPU_BF16_MATMUL=widen
 expect 0 "bf16 matmuls: operands widened to f32 for sgemm" run.yaml --trainer.id=bf16w \
     --trainer.mp=p=f32,c=bf16 --trainer.num_train_steps=2
+# oneDNN's bf16 primitives are made while the graphs are built, none on a product's first run
+export BORA_CPU_BF16_MATMUL=onednn
+out=$("$bora" -v --plugin-dir "$plugins" train run.yaml --trainer.id=bf16o \
+    --trainer.mp=p=f32,c=bf16 --trainer.num_train_steps=2 2>&1)
+got=$?
+case $out in
+*"oneDNN has no bf16 matmul on this CPU"*) echo "skip: the onednn bf16 path: not on this CPU" ;;
+*)
+    built=$(printf '%s\n' "$out" | grep -c "oneDNN bf16 matmul .*, made while building the graph")
+    late=$(printf '%s\n' "$out" | grep -c "oneDNN bf16 matmul .*, made on its first run")
+    echo "onednn: $built primitives made while building the graphs, $late on a first run"
+    [ "$got" -eq 0 ] && [ "$built" -ge 7 ] && [ "$late" -eq 0 ] ||
+        fail "oneDNN's primitives not all made at build time (exit $got):
+$out"
+    ;;
+esac
 export BORA_CPU_BF16_MATMUL=fast
 expect 1 "BORA_CPU_BF16_MATMUL=fast: say onednn or widen" run.yaml --trainer.id=bf16f
 unset BORA_CPU_BF16_MATMUL

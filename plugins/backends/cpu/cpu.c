@@ -118,6 +118,7 @@ static const bora_backend_ops cpu_ops = {
     .kernel = cpu_kernel,
     .describe = cpu_describe,
     .run_fused = cpu_run_fused,
+    .prepare = cpu_prepare,
 };
 
 static bora_status cpu_init(const bora_host *h)

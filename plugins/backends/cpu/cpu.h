@@ -51,6 +51,8 @@ static inline int64_t cpu_rows_of(const bora_tensor_desc *t)
 bora_status cpu_bf16_setup(bora_backend *b);
 void cpu_bf16_teardown(bora_backend *b);
 int cpu_matmul_bf16_onednn(bora_backend *b, const bora_kernel_args *a);
+/* bora_backend_ops.prepare: a bf16 product's oneDNN primitive made at build time. */
+bora_status cpu_prepare(bora_backend *b, const bora_kernel_args *a);
 
 bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dtypes, uint32_t n);
 

@@ -12,9 +12,10 @@
  * BORA_CPU_BF16_MATMUL=onednn or =widen overrides the rule (onednn fails where oneDNN has no bf16
  * matmul). The choice is part of the backend's description, which checkpoints record.
  *
- * A primitive is made on a product's first run (its shape and strides are the key) and kept for
- * the backend's life; an implementation oneDNN only has as reference loops is refused, and that
- * product is widened instead. oneDNN splits the work among the OpenMP threads itself, by the
+ * A product's primitive (its shape and strides are the key) is made when the graph is built
+ * (bora_backend_ops.prepare), or else on the product's first run, and kept for the backend's
+ * life; `-v` logs each one made, and when. An implementation oneDNN only has as reference loops
+ * is refused, and that product is widened instead. oneDNN splits the work among the OpenMP threads itself, by the
  * thread count and the shape, so the bits depend on both, as DESIGN §8 allows for bf16. */
 #define _GNU_SOURCE
 #include "cpu.h"
@@ -24,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* One product's primitive: M, N, K and the three operands' row and column strides. */
 typedef struct mm_entry {
@@ -99,11 +102,18 @@ bora_status cpu_bf16_setup(bora_backend *b)
     if (dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags) != dnnl_success)
         return h->fail(h, BORA_ERR_DEVICE, "oneDNN: cannot create a CPU engine and stream");
+    int amx = has_amx_bf16();
+#ifdef SYS_arch_prctl
+    /* Linux (5.16 on) grants a process AMX's tile state only when asked: ask before oneDNN looks
+     * (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA). */
+    if (amx && syscall(SYS_arch_prctl, 0x1023, 18) != 0)
+        amx = 0;
+#endif
     char impl[64];
     probe_impl(d, impl, sizeof impl);
     int have = strcmp(impl, "none") != 0;
     __builtin_cpu_init();
-    int bf16 = __builtin_cpu_supports("avx512bf16"), amx = has_amx_bf16();
+    int bf16 = __builtin_cpu_supports("avx512bf16");
     int amd = __builtin_cpu_is("amd");
     const char *want = getenv("BORA_CPU_BF16_MATMUL");
     if (want && *want && strcmp(want, "onednn") != 0 && strcmp(want, "widen") != 0)
@@ -145,9 +155,11 @@ void cpu_bf16_teardown(bora_backend *b)
     b->dnnl = NULL;
 }
 
-/* The kept entry for key, made on first use; NULL when out of memory. */
-static mm_entry *entry_for(cpu_onednn *d, const int64_t key[9])
+/* The kept entry for key, made on first use (logged with when: building the graph or running
+ * the product); NULL when out of memory. */
+static mm_entry *entry_for(bora_backend *bk, const int64_t key[9], int building)
 {
+    cpu_onednn *d = bk->dnnl;
     for (size_t i = 0; i < d->n; i++)
         if (!memcmp(d->mm[i].key, key, sizeof d->mm[i].key))
             return &d->mm[i];
@@ -163,18 +175,25 @@ static mm_entry *entry_for(cpu_onednn *d, const int64_t key[9])
     memcpy(e->key, key, sizeof e->key);
     char impl[64];
     e->prim = make_primitive(d, key, e->md, impl, sizeof impl);
+    bk->h->log(bk->h, BORA_LOG_DEBUG,
+               "oneDNN bf16 matmul %lld x %lld x %lld (strides %lld,%lld %lld,%lld %lld,%lld): "
+               "%s%s, made %s",
+               (long long)key[0], (long long)key[2], (long long)key[1], (long long)key[3],
+               (long long)key[4], (long long)key[5], (long long)key[6], (long long)key[7],
+               (long long)key[8], impl, e->prim ? "" : " (refused: widened to sgemm)",
+               building ? "while building the graph" : "on its first run");
     return e;
 }
 
-/* C (B, M, N) f32 = A (B, M, K) bf16 · B (B, K, N) bf16 on oneDNN: 0 done, 1 not taken (the
- * caller widens), negative a bora_status. The batch runs one 2-d product after another. */
-int cpu_matmul_bf16_onednn(bora_backend *bk, const bora_kernel_args *a)
+/* The kept entry for a bf16 product's arguments, made now if new; NULL when oneDNN does not take
+ * the product (*st 0: widen it) or out of memory (*st BORA_ERR_NOMEM). */
+static mm_entry *entry_of(bora_backend *bk, const bora_kernel_args *a, int building, int *st)
 {
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
-    int64_t nb = C->dims[0], M = C->dims[1], N = C->dims[2], K = A->dims[2];
-    cpu_onednn *d = bk->dnnl;
-    if (!bk->bf16_onednn || !d || M == 0 || N == 0 || K == 0)
-        return 1;
+    int64_t M = C->dims[1], N = C->dims[2], K = A->dims[2];
+    *st = 0;
+    if (!bk->bf16_onednn || !bk->dnnl || M == 0 || N == 0 || K == 0)
+        return NULL;
     const int64_t key[9] = {M,
                             N,
                             K,
@@ -184,13 +203,34 @@ int cpu_matmul_bf16_onednn(bora_backend *bk, const bora_kernel_args *a)
                             B->strides[2],
                             C->strides[1],
                             C->strides[2]};
-    mm_entry *e = entry_for(d, key);
+    mm_entry *e = entry_for(bk, key, building);
     if (!e)
-        return BORA_ERR_NOMEM;
-    if (!e->prim)
-        return 1;
-    dnnl_memory_t mem[3] = {NULL, NULL, NULL};
+        *st = BORA_ERR_NOMEM;
+    return e && e->prim ? e : NULL;
+}
+
+bora_status cpu_prepare(bora_backend *bk, const bora_kernel_args *a)
+{
     int st = 0;
+    if (a->op == BORA_OP_MATMUL && a->n_inputs == 2 && a->n_outputs == 1 &&
+        a->inputs[0].dtype == BORA_DTYPE_BF16 && a->inputs[1].dtype == BORA_DTYPE_BF16 &&
+        a->outputs[0].dtype == BORA_DTYPE_F32)
+        entry_of(bk, a, 1, &st);
+    return st ? bk->h->fail(bk->h, st, "out of memory making oneDNN's primitives") : BORA_OK;
+}
+
+/* C (B, M, N) f32 = A (B, M, K) bf16 · B (B, K, N) bf16 on oneDNN: 0 done, 1 not taken (the
+ * caller widens), negative a bora_status. The batch runs one 2-d product after another. */
+int cpu_matmul_bf16_onednn(bora_backend *bk, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
+    int64_t nb = C->dims[0];
+    cpu_onednn *d = bk->dnnl;
+    int st = 0;
+    mm_entry *e = entry_of(bk, a, 0, &st);
+    if (!e)
+        return st ? st : 1;
+    dnnl_memory_t mem[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3 && !st; i++)
         if (dnnl_memory_create(&mem[i], &e->md[i], d->engine, DNNL_MEMORY_NONE) != dnnl_success)
             st = BORA_ERR_NOMEM;
