@@ -85,6 +85,26 @@ static gval *in_order(g_graph *g, gval *dv, const gval *like)
     return dv ? g_permute(g, dv, like->ndim, like->names) : NULL;
 }
 
+/* The value whose storage parameter p's gradient d can be computed straight into, or NULL: d's
+ * base, a whole dense arena value made by a kernel, of p's dtype, whose elements d takes in
+ * their own order with p's shape (d itself, or a reshape of it such as a product's output
+ * without its batch axis). */
+static gval *writes_in_place(const gval *p, gval *d)
+{
+    gval *b = d->base;
+    if (b->storage != S_ARENA || d->offset != 0 || !b->node || b->node->op == G_VIEW ||
+        b->node->op == G_PARAM || b->node->op == G_INPUT || b->dtype != p->dtype ||
+        d->dtype != p->dtype || d->ndim != p->ndim || g_numel(b) != g_numel(p))
+        return NULL;
+    int64_t stride = 1;
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        if (d->dims[i] != p->dims[i] || (d->dims[i] > 1 && d->strides[i] != stride))
+            return NULL;
+        stride *= d->dims[i];
+    }
+    return b;
+}
+
 static gval *neg(g_graph *g, gval *x)
 {
     return g->pub.api->unary(&g->pub, BORA_OP_NEG, x);
@@ -424,14 +444,23 @@ bora_status g_autodiff(g_graph *g, gval *loss)
         }
         node_backward(g, g->nodes[i]);
     }
-    /* Each parameter's total into its persistent buffer: grad += dparam. */
+    /* Each parameter's total into its persistent buffer: grad += dparam; or, where the graph
+     * writes the gradients (grads_write), grad = dparam: the value's own node writes it into the
+     * buffer where it can (a whole dense value made by a kernel, not yet anyone's gradient),
+     * else a copy does. */
     for (size_t i = 0; i < n_forward && !g->status; i++) {
         gnode *n = g->nodes[i];
         if (n->op != G_PARAM || !n->out[0]->grad)
             continue;
         gval *p = n->out[0];
         gval *d = in_order(g, p->grad, p);
-        gnode *acc_node = d ? g_new_node(g, G_GRAD, 1, &d) : NULL;
+        gval *into = d && g->grads_write ? writes_in_place(p, d) : NULL;
+        if (into) {
+            into->storage = S_GRAD;
+            into->slot = p->slot;
+            continue;
+        }
+        gnode *acc_node = d ? g_new_node(g, g->grads_write ? G_ASSIGN : G_GRAD, 1, &d) : NULL;
         gval *buf = acc_node ? g_new_value(g, p->dtype, p->ndim, p->dims, p->names) : NULL;
         if (!buf)
             break;
@@ -440,5 +469,9 @@ bora_status g_autodiff(g_graph *g, gval *loss)
         buf->label = p->label;
         g_add_out(acc_node, buf);
     }
+    if (g->grads_write)
+        g->store->grad_writers++;
+    else
+        g->store->grad_adders++;
     return g->status;
 }

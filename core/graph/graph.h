@@ -142,8 +142,9 @@ struct g_store {
     int shadows_stale;   /* the parameters changed outside an apply graph */
     bora_buffer *shadow; /* param_bytes / 2 */
     char *shadow_ptr;
-    struct g_graph *refresh; /* the apply graph recomputing every shadow, once needed */
-    g_mstate *mstates;       /* model state: outside the arena, zeroed when allocated */
+    struct g_graph *refresh;       /* the apply graph recomputing every shadow, once needed */
+    int grad_writers, grad_adders; /* train graphs built that write / add the gradients */
+    g_mstate *mstates;             /* model state: outside the arena, zeroed when allocated */
     size_t n_mstates, cap_mstates, mstate_bytes;
     bora_buffer *mstate;
     char *mstate_ptr;
@@ -168,6 +169,8 @@ typedef struct g_graph {
     size_t n_inputs, cap_inputs;
     gval *output;      /* the loss (train) or logits */
     int recompute;     /* recompute between checkpoints in the backward pass */
+    int grads_write;   /* train graphs run once a step (one micro-batch): autodiff writes each
+                        * gradient instead of adding it to the buffer, which then needs no zeroing */
     int64_t batch;     /* sequences per execution, for models (default 1) */
     int compute;       /* matmul operands' dtype under mixed precision (0: the operands' own) */
     int residual;      /* the residual stream's dtype in memory (bora_residual; 0: as built) */

@@ -30,8 +30,8 @@ static void mark_needed(g_graph *g, char *needed)
     for (size_t i = g->n_nodes; i-- > 0;) {
         gnode *n = g->nodes[i];
         int root = n->op == G_GRAD || n->op == G_ASSIGN || n->op == BORA_OP_WRITE_SLICE;
-        for (int o = 0; o < n->nout; o++)
-            root |= n->out[o] == g->output;
+        for (int o = 0; o < n->nout; o++) /* the output, or a gradient written in place */
+            root |= n->out[o] == g->output || n->out[o]->base->storage == S_GRAD;
         if (root)
             needed[i] = 1;
         if (!needed[i])
@@ -138,7 +138,7 @@ static int fuse_xent(g_graph *g)
         if (!X || X->op != BORA_OP_XENT || X->nin != 2 || X->nout != 2 || X->out[1] != lse ||
             X->in[0] != x || X->in[1] != Y->in[1] ||
             memcmp(&X->opt.xent, &Y->opt.xent, sizeof X->opt.xent) || dl->base != dl ||
-            dl->dtype != x->dtype || !may_overwrite(g, x, X, Y))
+            dl->storage != S_ARENA || dl->dtype != x->dtype || !may_overwrite(g, x, X, Y))
             continue;
         gval *operands[6] = {x, X->in[1], dloss, X->out[0], lse, dl};
         if (!has_kernel(g, BORA_OP_XENT_FUSED, operands, 6))

@@ -94,8 +94,10 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
             break;
         }
     }
-    /* The gradients start from zero again for the next step's micro-batches. */
-    for (size_t i = 0; i < n && !g->status; i++)
+    /* The gradients start from zero again for the next step's micro-batches, unless every
+     * train graph writes them (one micro-batch a step: the next run overwrites them all). */
+    int zero = !store->grad_writers || store->grad_adders;
+    for (size_t i = 0; i < n && zero && !g->status; i++)
         A->assign(gp, grads[i], g_fill(g, grads[i], 0.0));
     free(params);
     free(grads);

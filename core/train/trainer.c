@@ -623,6 +623,9 @@ static bora_status build(trainer *t, bora_config *root)
     if (!t->train)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     t->train->batch = t->micro;
+    /* One micro-batch a step: the train graph writes the gradients (no adds into buffers that
+     * the apply graph would zero again). */
+    t->train->grads_write = t->batch == t->micro;
     bora_tensor *loss_sum = NULL;
     if (mops->build(t->model, &t->train->pub, BORA_MODE_TRAIN, &loss_sum) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,

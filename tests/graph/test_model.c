@@ -3,7 +3,8 @@
  * graph (eval) binding the same parameters by name and agreeing with the train graph's loss;
  * the memory plan smaller than the naive sum; the executor's report stable across runs; and
  * recomputation between block boundaries giving bitwise the same gradients in a smaller arena,
- * in f64 and in f32 with mixed precision (c=bf16: the recomputed bf16 copies give the same bits).
+ * in f64 and in f32 with mixed precision (c=bf16: the recomputed bf16 copies give the same bits);
+ * and a graph that writes its gradients (one micro-batch a step) giving the added ones' values.
  *
  * usage: test_model PLUGIN_DIR */
 #include "../test.h"
@@ -170,6 +171,50 @@ int main(int argc, char **argv)
     CHECK(rc->n_nodes > train->n_nodes);
     g_graph_free(rc);
     rig_close(&r2);
+
+    /* One micro-batch a step (grads_write): each gradient is written, not added, most by the
+     * node that computes it: the same values as adding into zeroed buffers whatever the buffers
+     * held before, fewer kernels, and a second run writes again instead of adding. */
+    rig r3;
+    rig_open(&r3, argv[1], 2, 42);
+    g_graph *wr = g_graph_new(r3.store, BORA_MODE_TRAIN);
+    wr->recompute = 0;
+    wr->grads_write = 1;
+    bora_tensor *loss3 = tiny_gpt_build(&wr->pub, &M, BORA_MODE_TRAIN);
+    wr->output = loss3;
+    CHECK(loss3 && g_autodiff(wr, loss3) == BORA_OK && g_finalize(wr) == BORA_OK &&
+          g_store_materialize(r3.store) == BORA_OK);
+    CHECK(r3.store->grad_writers == 1 && r3.store->grad_adders == 0);
+    CHECK(r.store->grad_writers == 0 && r.store->grad_adders == 1);
+    int adds = 0, copies = 0, in_place = 0;
+    for (size_t i = 0; i < wr->n_nodes; i++) {
+        const gnode *n = wr->nodes[i];
+        adds += n->op == G_GRAD;
+        copies += n->op == G_ASSIGN;
+        for (int o = 0; o < n->nout; o++)
+            in_place += n->op != G_ASSIGN && n->out[o]->storage == S_GRAD;
+    }
+    printf("test_model: gradients written: %d by their own node, %d by a copy, %d added\n",
+           in_place, copies, adds);
+    CHECK(adds == 0 && in_place > copies && in_place + copies == (int)n_params);
+    memset(r3.store->grad_ptr, 0x7f, r3.store->param_bytes); /* not zero: nothing may add to it */
+    CHECK(g_set_input(wr, "ids", ids, sizeof ids) == BORA_OK);
+    CHECK(g_set_input(wr, "targets", targets, sizeof targets) == BORA_OK);
+    for (int run = 0; run < 2; run++) {
+        CHECK(g_run(wr) == BORA_OK);
+        const double *w = (const double *)r3.store->grad_ptr;
+        size_t differ = 0, n = r3.store->param_bytes / sizeof(double);
+        for (size_t e = 0; e < n; e++)
+            differ += !(w[e] == grads[e]);
+        printf("test_model: run %d writing gradients: %zu of %zu differ from adding them; %llu "
+               "kernels against %llu\n",
+               run + 1, differ, n, (unsigned long long)wr->kernels_run,
+               (unsigned long long)kernels);
+        CHECK(differ == 0);
+    }
+    CHECK(wr->kernels_run < kernels);
+    g_graph_free(wr);
+    rig_close(&r3);
 
     /* Mixed precision with recomputation: the blocks' bf16 copies are made again, the same bits. */
     size_t nb0 = 0, nb1 = 0;
