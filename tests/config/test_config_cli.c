@@ -193,6 +193,11 @@ int main(int argc, char **argv)
     CHECK_CONTAINS(out, "train  graph: ");
     CHECK_CONTAINS(out, " without reuse\neval   graph: ");
     free(out);
+    /* under r=bf16 it says how much of the residual stream the model marked (this one: none) */
+    CHECK(run(&out, "graph graph.yaml --trainer.mp=p=f32,c=bf16,r=bf16") == 0);
+    CHECK_CONTAINS(out, "residual stream (trainer.mp r=bf16): 0 values kept in bf16 per "
+                        "micro-batch (the model marks none: it stays f32)\n");
+    free(out);
     CHECK(run(&out, "graph graph.yaml --model.width=0") == 1);
     CHECK_CONTAINS(out, "bora: error: fixture-model: width must be >= 1, not 0");
     free(out);
