@@ -92,9 +92,8 @@ static gval *in_order(g_graph *g, gval *dv, const gval *like)
 static gval *writes_in_place(const gval *p, gval *d)
 {
     gval *b = d->base;
-    if (b->storage != S_ARENA || d->offset != 0 || !b->node || b->node->op == G_VIEW ||
-        b->node->op == G_PARAM || b->node->op == G_INPUT || b->dtype != p->dtype ||
-        d->dtype != p->dtype || d->ndim != p->ndim || g_numel(b) != g_numel(p))
+    if (b->storage != S_ARENA || !b->node || d->offset != 0 || d->dtype != p->dtype ||
+        d->ndim != p->ndim || g_numel(b) != g_numel(p))
         return NULL;
     int64_t stride = 1;
     for (int i = d->ndim - 1; i >= 0; i--) {

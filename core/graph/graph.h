@@ -169,8 +169,8 @@ typedef struct g_graph {
     size_t n_inputs, cap_inputs;
     gval *output;      /* the loss (train) or logits */
     int recompute;     /* recompute between checkpoints in the backward pass */
-    int grads_write;   /* train graphs run once a step (one micro-batch): autodiff writes each
-                        * gradient instead of adding it to the buffer, which then needs no zeroing */
+    int grads_write;   /* run once a step (one micro-batch): autodiff writes each gradient
+                        * instead of adding it to its buffer, which then needs no zeroing */
     int64_t batch;     /* sequences per execution, for models (default 1) */
     int compute;       /* matmul operands' dtype under mixed precision (0: the operands' own) */
     int residual;      /* the residual stream's dtype in memory (bora_residual; 0: as built) */

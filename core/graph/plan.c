@@ -11,7 +11,7 @@
 #include <time.h>
 
 static int node_args(g_graph *g, const gnode *n, bora_kernel_args *a, bora_tensor_desc *in,
-                     bora_tensor_desc *out);
+                     bora_tensor_desc *out, int bound);
 
 static size_t value_bytes(const gval *v)
 {
@@ -440,11 +440,7 @@ bora_status g_finalize(g_graph *g)
             continue;
         bora_kernel_args a;
         bora_tensor_desc in[G_MAX_IN + 1], out[G_MAX_OUT];
-        node_args(g, n, &a, in, out);
-        for (uint32_t k = 0; k < a.n_inputs; k++)
-            in[k].data = NULL;
-        for (uint32_t k = 0; k < a.n_outputs; k++)
-            out[k].data = NULL;
+        node_args(g, n, &a, in, out, 0);
         if (ops->prepare(g->store->backend, &a) != BORA_OK)
             g_fail(g, "backend '%s' cannot prepare '%s': %s", g->store->backend_name,
                    g_op_name(n->op), bora_error_get());
@@ -493,9 +489,11 @@ static char *storage_of(g_graph *g, const gval *base)
     }
 }
 
-static void describe(g_graph *g, const gval *v, bora_tensor_desc *d)
+/* v as a kernel sees it; its data pointer NULL unless bound (storage may not exist yet). */
+static void describe(g_graph *g, const gval *v, bora_tensor_desc *d, int bound)
 {
-    d->data = storage_of(g, v->base) + v->offset * (int64_t)bora_dtype_size(v->dtype);
+    d->data =
+        bound ? storage_of(g, v->base) + v->offset * (int64_t)bora_dtype_size(v->dtype) : NULL;
     d->dtype = v->dtype;
     d->ndim = v->ndim;
     for (int i = 0; i < v->ndim; i++) {
@@ -578,20 +576,20 @@ void g_profile_print(g_graph *g)
 
 /* The executor's view of a node's operands: G_GRAD adds into its own output. */
 static int node_args(g_graph *g, const gnode *n, bora_kernel_args *a, bora_tensor_desc *in,
-                     bora_tensor_desc *out)
+                     bora_tensor_desc *out, int bound)
 {
     *a = (bora_kernel_args){.struct_size = sizeof *a, .op = (uint32_t)n->op, .options = &n->opt};
     int nin = 0;
     if (n->op == G_GRAD) { /* grad buffer += contribution */
         a->op = BORA_OP_ADD;
-        describe(g, n->out[0], &in[nin++]);
+        describe(g, n->out[0], &in[nin++], bound);
     } else if (n->op == G_ASSIGN) {
         a->op = BORA_OP_COPY;
     }
     for (int k = 0; k < n->nin; k++)
-        describe(g, n->in[k], &in[nin++]);
+        describe(g, n->in[k], &in[nin++], bound);
     for (int k = 0; k < n->nout; k++)
-        describe(g, n->out[k], &out[k]);
+        describe(g, n->out[k], &out[k], bound);
     a->n_inputs = (uint32_t)nin;
     a->n_outputs = (uint32_t)n->nout;
     a->inputs = in;
@@ -608,7 +606,7 @@ static bora_status run_node(g_graph *g, gnode *n)
 {
     bora_tensor_desc in[G_MAX_IN + 1], out[G_MAX_OUT];
     bora_kernel_args a;
-    int nin = node_args(g, n, &a, in, out);
+    int nin = node_args(g, n, &a, in, out, 1);
     bora_status st = n->kernel(g->store->backend, &a);
     if (st != BORA_OK)
         return bora_error_set(st, "kernel '%s' failed: %s", g_op_name((int)a.op), bora_error_get());
@@ -631,7 +629,7 @@ static bora_status run_group(g_graph *g, g_fused *f)
             int at = s * steps + i;
             bora_tensor_desc *d = &f->descs[(size_t)at * BORA_FUSED_OPERANDS];
             const gnode *n = f->nodes[at];
-            int nin = node_args(g, n, &f->args[at], d, d + G_MAX_IN + 1);
+            int nin = node_args(g, n, &f->args[at], d, d + G_MAX_IN + 1, 1);
             /* outputs right after the inputs, as the scratch table counts them */
             for (int k = 0; k < n->nout; k++)
                 d[nin + k] = d[G_MAX_IN + 1 + k];
