@@ -415,6 +415,30 @@ static void check_bf16(const cpu_simd *s)
     free(y);
 }
 
+/* Keys of other segments become -inf, the rest keep their bits, at lengths no width divides. */
+static void check_mask_segment(const cpu_simd *s)
+{
+    enum { N = 301 };
+    float row[N], want[N];
+    int32_t seg[N];
+    for (int n = 0; n <= N; n += 43) {
+        for (int i = 0; i < N; i++) {
+            seg[i] = (i / 7) % 3 + (i == 100 ? 5 : 0);
+            row[i] = want[i] = (float)i - 150.5f;
+            if (i < n && seg[i] != 1)
+                want[i] = -INFINITY;
+        }
+        s->mask_segment(row, seg, 1, n);
+        int bad = 0;
+        for (int i = 0; i < N; i++)
+            bad += memcmp(&row[i], &want[i], sizeof(float)) != 0;
+        if (bad) {
+            fprintf(stderr, "%s: mask_segment over %d keys: %d wrong\n", s->isa, n, bad);
+            test_failures++;
+        }
+    }
+}
+
 int main(void)
 {
     __builtin_cpu_init();
@@ -434,6 +458,7 @@ int main(void)
         check_rows(tables[i]);
         check_arith(tables[i]);
         check_bf16(tables[i]);
+        check_mask_segment(tables[i]);
     }
     const char *forced = getenv("BORA_CPU_ISA");
     if (forced && *forced) /* BORA_CPU_ISA names the one chosen */

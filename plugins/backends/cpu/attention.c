@@ -63,7 +63,8 @@ static int64_t att_keys(const att_shape *sh, int64_t t1)
 }
 
 /* -inf where query t may not see key s (s < n already holds). */
-static void att_mask_row(const att_shape *sh, int64_t bi, int64_t t, float *row, int64_t n)
+static void att_mask_row(const cpu_simd *simd, const att_shape *sh, int64_t bi, int64_t t,
+                         float *row, int64_t n)
 {
     if (sh->causal) {
         int64_t last = sh->L - sh->T + t; /* the last key visible */
@@ -72,9 +73,13 @@ static void att_mask_row(const att_shape *sh, int64_t bi, int64_t t, float *row,
     }
     if (sh->seg_q) {
         int32_t qs = sh->seg_q[bi * sh->sq_b + t * sh->sq_t];
-        for (int64_t s = 0; s < n; s++)
-            if (sh->seg_k[bi * sh->sk_b + s * sh->sk_s] != qs)
-                row[s] = -INFINITY;
+        const int32_t *sk = sh->seg_k + bi * sh->sk_b;
+        if (sh->sk_s == 1)
+            simd->mask_segment(row, sk, qs, n);
+        else
+            for (int64_t s = 0; s < n; s++)
+                if (sk[s * sh->sk_s] != qs)
+                    row[s] = -INFINITY;
     }
 }
 
@@ -124,7 +129,7 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
             }
             for (int64_t r = 0; r < rows; r++) {
                 float *row = P + r * n;
-                att_mask_row(&sh, bi, t0 + r, row, n);
+                att_mask_row(simd, &sh, bi, t0 + r, row, n);
                 float m = n ? simd->max(row, n) : -INFINITY;
                 if (m == -INFINITY) { /* no key visible: output 0 */
                     memset(row, 0, sizeof(float) * (size_t)n);
@@ -212,7 +217,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
                         memset(dpr, 0, sizeof(float) * (size_t)n);
                         continue;
                     }
-                    att_mask_row(&sh, bi, t0 + r, pr, n);
+                    att_mask_row(simd, &sh, bi, t0 + r, pr, n);
                     const float *dor = db + (t0 + r) * ldd, *orow = ob + (t0 + r) * ldo;
                     double d = 0;
                     for (int64_t e = 0; e < E; e++)

@@ -359,6 +359,26 @@ static int is_bcast(const bora_tensor_desc *t, int64_t count)
     return 1;
 }
 
+/* Asks for the memory operands of the tile [i0, i0 + len) of segment seg ahead of its steps:
+ * the steps read their operands a tile at a time, stream after stream, too briefly for the
+ * hardware prefetcher to follow. */
+static void fused_prefetch(const bora_fused *f, uint32_t seg, int64_t i0, int64_t len)
+{
+    for (uint32_t st = 0; st < f->n_steps; st++) {
+        const bora_kernel_args *a = &f->args[seg * f->n_steps + st];
+        const int32_t *sc = &f->scratch[st * BORA_FUSED_OPERANDS];
+        for (uint32_t k = 0; k <= a->n_inputs; k++) {
+            const bora_tensor_desc *t = k < a->n_inputs ? &a->inputs[k] : &a->outputs[0];
+            if (sc[k] >= 0 || is_bcast(t, f->count[seg]))
+                continue;
+            size_t size = t->dtype == BORA_DTYPE_BF16 ? 2 : 4;
+            const char *p = (const char *)t->data + (size_t)i0 * size;
+            for (size_t o = 0; o < (size_t)len * size; o += 64)
+                __builtin_prefetch(p + o);
+        }
+    }
+}
+
 bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
 {
     uint32_t steps = f->n_steps, nseg = f->n_segments;
@@ -403,6 +423,12 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
                 seg--;
             int64_t i0 = (job - first[seg]) * FUSED_TILE;
             int64_t len = f->count[seg] - i0 < FUSED_TILE ? f->count[seg] - i0 : FUSED_TILE;
+            if (job + 1 < jobs) { /* the next tile, most likely this thread's */
+                uint32_t ns = first[seg + 1] <= job + 1 ? seg + 1 : seg;
+                int64_t n0 = (job + 1 - first[ns]) * FUSED_TILE;
+                fused_prefetch(f, ns, n0,
+                               f->count[ns] - n0 < FUSED_TILE ? f->count[ns] - n0 : FUSED_TILE);
+            }
             for (uint32_t st = 0; st < steps; st++) {
                 const bora_kernel_args *a = &f->args[seg * steps + st];
                 const int32_t *sc = &f->scratch[st * BORA_FUSED_OPERANDS];

@@ -46,6 +46,8 @@ typedef struct cpu_simd {
      * of x and dy starts at r ld_x and r ld_dy. */
     void (*ln_grad_cols)(double *dg, double *db, const float *x, const float *dy, const float *mean,
                          const float *rstd, int64_t rows, int64_t ld_x, int64_t ld_dy, int64_t w);
+    /* row[s] = -inf where seg[s] != id, s < n: the keys of other segments, hidden */
+    void (*mask_segment)(float *row, const int32_t *seg, int32_t id, int64_t n);
     /* bfloat16 conversions: y = x rounded to nearest even (NaN stays NaN), and back (exact). */
     void (*to_bf16)(uint16_t *y, const float *x, int64_t n);
     void (*from_bf16)(float *y, const uint16_t *x, int64_t n);

@@ -33,20 +33,16 @@ typedef float vhf __attribute__((vector_size(SIMD_BYTES / 2))); /* DL floats */
 /* Sums keep 16 partial sums whatever the width. */
 #define LANES 16
 
+/* Every lane v. Written as a scalar-vector operation (v - 0 is v, -0 and NaN included) so that
+ * it compiles to one broadcast: a lane-by-lane fill can be rebuilt, lane by lane, inside loops. */
 static inline vf splat(float v)
 {
-    vf r;
-    for (int k = 0; k < NL; k++)
-        r[k] = v;
-    return r;
+    return v - (vf){0};
 }
 
 static inline vi splati(int32_t v)
 {
-    vi r;
-    for (int k = 0; k < NL; k++)
-        r[k] = v;
-    return r;
+    return v + (vi){0};
 }
 
 static inline vf loadv(const float *p)
@@ -639,6 +635,13 @@ static void SIMD_FN(from_bf16)(float *restrict y, const uint16_t *restrict x, in
     }
 }
 
+static void SIMD_FN(mask_segment)(float *restrict row, const int32_t *restrict seg, int32_t id,
+                                  int64_t n)
+{
+    for (int64_t s = 0; s < n; s++)
+        row[s] = seg[s] != id ? -INFINITY : row[s];
+}
+
 const cpu_simd SIMD_TABLE = {
     .isa = SIMD_ISA,
     .unary = SIMD_FN(unary),
@@ -658,4 +661,5 @@ const cpu_simd SIMD_TABLE = {
     .ln_grad_cols = SIMD_FN(ln_grad_cols),
     .to_bf16 = SIMD_FN(to_bf16),
     .from_bf16 = SIMD_FN(from_bf16),
+    .mask_segment = SIMD_FN(mask_segment),
 };
