@@ -1,7 +1,8 @@
 /* tests/graph/test_mixed.c — mixed precision (trainer.mp c=bf16) in a graph on the CPU backend.
  * Two products of one activation X, y = X·W and z = X·Vᵀ (V kept (out, in), as a tied output
  * head is), with loss = Σ y·C + Σ z·D, in shapes that cross every block of the bf16 matmul (rows
- * past 512, K past one 1024 panel, columns past 1024):
+ * past 512, K past one 1024 panel, columns past 1024; V's rows, a vocabulary's, past two of the
+ * 4096-row blocks in which the backend computes a tall gradient such as dV transposed):
  *   - y, z and every gradient equal a double-precision sum over the operands rounded to bf16
  *     (the output gradients C and D rounded too), within f32 accumulation, and differ from the
  *     unrounded sums by bf16's rounding (so the rounding happened);
@@ -22,7 +23,7 @@
 
 static const char *plugin_dir;
 
-enum { M = 520, K = 1100, N = 1030, N2 = 70 };
+enum { M = 520, K = 1100, N = 1030, N2 = 2 * 4096 + 70 };
 
 static double bf(float x)
 {

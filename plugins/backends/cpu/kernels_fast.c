@@ -334,7 +334,7 @@ int fast_sum_squares_f32(bora_backend *b, const bora_kernel_args *a)
 
 /* Elements per tile: a multiple of 16 (the loops' width), so every tile's vector tail falls
  * where the unfused kernel's does: at the end of a segment. */
-#define FUSED_TILE 2048
+#define FUSED_TILE 1024
 
 static int fused_step_ok(const bora_kernel_args *a)
 {

@@ -41,6 +41,8 @@ struct cpu_onednn {
     dnnl_stream_t stream;
     mm_entry *mm;
     size_t n, cap;
+    float *tmp; /* the transposed route's block of Cᵀ */
+    size_t tmp_cap;
 };
 
 static int has_amx_bf16(void)
@@ -148,6 +150,7 @@ void cpu_bf16_teardown(bora_backend *b)
         if (d->mm[i].prim)
             dnnl_primitive_destroy(d->mm[i].prim);
     free(d->mm);
+    free(d->tmp);
     if (d->stream)
         dnnl_stream_destroy(d->stream);
     if (d->engine)
@@ -186,28 +189,71 @@ static mm_entry *entry_for(bora_backend *bk, const int64_t key[9], int building)
     return e;
 }
 
-/* The kept entry for a bf16 product's arguments, made now if new; NULL when oneDNN does not take
- * the product (*st 0: widen it) or out of memory (*st BORA_ERR_NOMEM). */
-static mm_entry *entry_of(bora_backend *bk, const bora_kernel_args *a, int building, int *st)
+/* A product whose A is read transposed and has many rows (a tied LM head's weight gradient,
+ * dlogitsᵀ · x, M the vocabulary) runs transposed instead, in blocks of XB rows of C: each block
+ * Cᵀ[:, m0:m0+XB] = Bᵀ · Aᵀ[:, m0:m0+XB] reads both operands in their stored order, then is
+ * transposed into C. Measured on a 2-core EPYC (family 26), 50257 × 768 over K = 1024: 85 ms
+ * for the products and 14 for the transposes, against 119-137 in A's transposed order (over
+ * K = 4096, 345 ms for the products against 610). A fixed rule, by shape only. */
+#define XB 4096
+
+static int transposed_route(const bora_kernel_args *a)
+{
+    const bora_tensor_desc *A = &a->inputs[0], *C = &a->outputs[0];
+    int64_t M = C->dims[1], N = C->dims[2], K = A->dims[2];
+    return C->dims[0] == 1 && M >= 2 * XB && K >= 256 && A->strides[1] == 1 && K > 1 &&
+           A->strides[2] >= M && C->strides[2] == 1 && C->strides[1] == N;
+}
+
+/* The keys of a product's primitives: one, or the transposed route's two (full blocks and the
+ * last, partial one; n 1 when M is a multiple of XB). */
+static int keys_of(const bora_kernel_args *a, int64_t key[2][9])
 {
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
     int64_t M = C->dims[1], N = C->dims[2], K = A->dims[2];
+    if (!transposed_route(a)) {
+        const int64_t k[9] = {M,
+                              N,
+                              K,
+                              A->strides[1],
+                              A->strides[2],
+                              B->strides[1],
+                              B->strides[2],
+                              C->strides[1],
+                              C->strides[2]};
+        memcpy(key[0], k, sizeof k);
+        return 1;
+    }
+    int n = 0;
+    for (int64_t mb = XB; n < 2; mb = M % XB) {
+        if (!mb)
+            break;
+        /* (N × K, B's strides swapped) · (K × mb, A's swapped) -> N × mb, dense */
+        const int64_t k[9] = {N, mb, K, B->strides[2], B->strides[1], A->strides[2], 1, mb, 1};
+        memcpy(key[n++], k, sizeof k);
+    }
+    return n;
+}
+
+/* The kept entries for a bf16 product's arguments, made now if new; 0 when oneDNN does not take
+ * the product (*st 0: widen it) or out of memory (*st BORA_ERR_NOMEM), else how many. */
+static int entries_of(bora_backend *bk, const bora_kernel_args *a, int building, int *st,
+                      mm_entry *e[2])
+{
+    const bora_tensor_desc *A = &a->inputs[0], *C = &a->outputs[0];
     *st = 0;
-    if (!bk->bf16_onednn || !bk->dnnl || M == 0 || N == 0 || K == 0)
-        return NULL;
-    const int64_t key[9] = {M,
-                            N,
-                            K,
-                            A->strides[1],
-                            A->strides[2],
-                            B->strides[1],
-                            B->strides[2],
-                            C->strides[1],
-                            C->strides[2]};
-    mm_entry *e = entry_for(bk, key, building);
-    if (!e)
-        *st = BORA_ERR_NOMEM;
-    return e && e->prim ? e : NULL;
+    if (!bk->bf16_onednn || !bk->dnnl || C->dims[1] == 0 || C->dims[2] == 0 || A->dims[2] == 0)
+        return 0;
+    int64_t key[2][9];
+    int n = keys_of(a, key);
+    for (int i = 0; i < n; i++) {
+        e[i] = entry_for(bk, key[i], building);
+        if (!e[i])
+            *st = BORA_ERR_NOMEM;
+        if (!e[i] || !e[i]->prim)
+            return 0;
+    }
+    return n;
 }
 
 bora_status cpu_prepare(bora_backend *bk, const bora_kernel_args *a)
@@ -215,9 +261,64 @@ bora_status cpu_prepare(bora_backend *bk, const bora_kernel_args *a)
     int st = 0;
     if (a->op == BORA_OP_MATMUL && a->n_inputs == 2 && a->n_outputs == 1 &&
         a->inputs[0].dtype == BORA_DTYPE_BF16 && a->inputs[1].dtype == BORA_DTYPE_BF16 &&
-        a->outputs[0].dtype == BORA_DTYPE_F32)
-        entry_of(bk, a, 1, &st);
+        a->outputs[0].dtype == BORA_DTYPE_F32) {
+        mm_entry *e[2];
+        entries_of(bk, a, 1, &st, e);
+    }
     return st ? bk->h->fail(bk->h, st, "out of memory making oneDNN's primitives") : BORA_OK;
+}
+
+/* One primitive run over the three operands' data. */
+static int run_entry(cpu_onednn *d, const mm_entry *e, void *const data[3])
+{
+    dnnl_memory_t mem[3] = {NULL, NULL, NULL};
+    int st = 0;
+    for (int i = 0; i < 3 && !st; i++)
+        if (dnnl_memory_create(&mem[i], &e->md[i], d->engine, data[i]) != dnnl_success)
+            st = BORA_ERR_NOMEM;
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
+    if (!st && (dnnl_primitive_execute(e->prim, d->stream, 3, args) != dnnl_success ||
+                dnnl_stream_wait(d->stream) != dnnl_success))
+        st = BORA_ERR_DEVICE;
+    for (int i = 0; i < 3; i++)
+        if (mem[i])
+            dnnl_memory_destroy(mem[i]);
+    return st;
+}
+
+/* The transposed route (transposed_route): block after block of C's rows. */
+static int run_transposed(cpu_onednn *d, mm_entry *const e[2], const bora_kernel_args *a)
+{
+    const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
+    int64_t M = C->dims[1], N = C->dims[2];
+    size_t need = (size_t)(N * XB);
+    if (d->tmp_cap < need) {
+        free(d->tmp);
+        d->tmp = malloc(sizeof(float) * need);
+        d->tmp_cap = d->tmp ? need : 0;
+        if (!d->tmp)
+            return BORA_ERR_NOMEM;
+    }
+    float *t = d->tmp;
+    for (int64_t m0 = 0; m0 < M; m0 += XB) {
+        int64_t mb = M - m0 < XB ? M - m0 : XB;
+        void *data[3] = {B->data, (uint16_t *)A->data + m0 * A->strides[1], t};
+        int st = run_entry(d, e[mb == XB ? 0 : 1], data);
+        if (st)
+            return st;
+        float *c = (float *)C->data + m0 * N;
+        /* C[m0 + m][n] = t[n][m], in 16 × 16 tiles read along t's rows */
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t m1 = 0; m1 < mb; m1 += 16)
+            for (int64_t n1 = 0; n1 < N; n1 += 16) {
+                int64_t me = m1 + 16 < mb ? m1 + 16 : mb, ne = n1 + 16 < N ? n1 + 16 : N;
+                for (int64_t n = n1; n < ne; n++)
+                    for (int64_t m = m1; m < me; m++)
+                        c[m * N + n] = t[n * mb + m];
+            }
+    }
+    return 0;
 }
 
 /* C (B, M, N) f32 = A (B, M, K) bf16 · B (B, K, N) bf16 on oneDNN: 0 done, 1 not taken (the
@@ -225,32 +326,21 @@ bora_status cpu_prepare(bora_backend *bk, const bora_kernel_args *a)
 int cpu_matmul_bf16_onednn(bora_backend *bk, const bora_kernel_args *a)
 {
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
-    int64_t nb = C->dims[0];
     cpu_onednn *d = bk->dnnl;
     int st = 0;
-    mm_entry *e = entry_of(bk, a, 0, &st);
-    if (!e)
+    mm_entry *e[2] = {NULL, NULL};
+    if (!entries_of(bk, a, 0, &st, e))
         return st ? st : 1;
-    dnnl_memory_t mem[3] = {NULL, NULL, NULL};
-    for (int i = 0; i < 3 && !st; i++)
-        if (dnnl_memory_create(&mem[i], &e->md[i], d->engine, DNNL_MEMORY_NONE) != dnnl_success)
-            st = BORA_ERR_NOMEM;
+    if (transposed_route(a))
+        return run_transposed(d, e, a);
     const bora_tensor_desc *t[3] = {A, B, C};
-    for (int64_t bi = 0; bi < nb && !st; bi++) {
-        for (int i = 0; i < 3 && !st; i++) {
+    for (int64_t bi = 0; bi < C->dims[0] && !st; bi++) {
+        void *data[3];
+        for (int i = 0; i < 3; i++) {
             size_t size = i == 2 ? sizeof(float) : sizeof(uint16_t);
-            char *p = (char *)t[i]->data + (size_t)(bi * t[i]->strides[0]) * size;
-            if (dnnl_memory_set_data_handle(mem[i], p) != dnnl_success)
-                st = BORA_ERR_DEVICE;
+            data[i] = (char *)t[i]->data + (size_t)(bi * t[i]->strides[0]) * size;
         }
-        dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
-        if (!st && (dnnl_primitive_execute(e->prim, d->stream, 3, args) != dnnl_success ||
-                    dnnl_stream_wait(d->stream) != dnnl_success))
-            st = BORA_ERR_DEVICE;
+        st = run_entry(d, e[0], data);
     }
-    for (int i = 0; i < 3; i++)
-        if (mem[i])
-            dnnl_memory_destroy(mem[i]);
     return st;
 }
