@@ -439,6 +439,68 @@ static void check_mask_segment(const cpu_simd *s)
     }
 }
 
+/* AdamW's update against the same operations one at a time in plain C, bit for bit: with and
+ * without decay and the bf16 copy, in place and not, from an offset, at lengths no width
+ * divides. */
+static void check_adamw(const cpu_simd *s)
+{
+    enum { N = 1000 };
+    float g[N], m[N], v[N], p[N], mo[N], vo[N], po[N];
+    uint16_t pb[N];
+    for (int variant = 0; variant < 4; variant++) {
+        for (int i = 0; i < N; i++) {
+            g[i] = (float)sin(0.7 * i) * 3e-2f, m[i] = (float)cos(0.3 * i) * 1e-2f;
+            v[i] = (float)(1e-4 * (1 + sin(0.11 * i))), p[i] = (float)sin(1.3 * i + 0.2);
+        }
+        if (variant == 3)
+            v[5] = 0, g[5] = 0, g[7] = -INFINITY;
+        int in_place = variant & 1;
+        cpu_adamw w = {g,
+                       m,
+                       v,
+                       p,
+                       in_place ? m : mo,
+                       in_place ? v : vo,
+                       in_place ? p : po,
+                       variant >= 2 ? pb : NULL,
+                       0.73f,
+                       0.9f,
+                       0.1f,
+                       0.95f,
+                       0.05f,
+                       1.37f,
+                       1e-8f,
+                       -3e-4f,
+                       3e-5f,
+                       variant != 1};
+        float rm[N], rv[N], rp[N];
+        for (int i = 0; i < N; i++) { /* the reference, one rounding per operation */
+            volatile float a = g[i] * w.clip, t1 = m[i] * w.b1, t2 = a * w.one_b1;
+            volatile float m2 = t1 + t2, aa = a * a, t3 = v[i] * w.b2, t4 = aa * w.one_b2;
+            volatile float v2 = t3 + t4, sq = sqrtf(v2), h = sq * w.inv_bc2, den = h + w.eps;
+            volatile float q = m2 / den, u = q * w.step, pd = p[i] * w.decay;
+            volatile float p1 = w.decay_on ? p[i] - pd : p[i];
+            rm[i] = m2, rv[i] = v2, rp[i] = p1 - u;
+        }
+        s->adamw(&w, 3, N - 3 - 2); /* elements [3, N - 2) */
+        s->adamw(&w, 0, 3);
+        s->adamw(&w, N - 2, 2);
+        uint16_t rb[N]; /* the copies: the new parameters' rounding (check_bf16 checks it) */
+        s->to_bf16(rb, rp, N);
+        int bad = 0;
+        for (int i = 0; i < N; i++) {
+            bad += memcmp(&w.m_out[i], &rm[i], 4) != 0 || memcmp(&w.v_out[i], &rv[i], 4) != 0 ||
+                   memcmp(&w.p_out[i], &rp[i], 4) != 0;
+            if (w.pb)
+                bad += pb[i] != rb[i];
+        }
+        if (bad) {
+            fprintf(stderr, "%s: adamw, variant %d: %d values differ\n", s->isa, variant, bad);
+            test_failures++;
+        }
+    }
+}
+
 int main(void)
 {
     __builtin_cpu_init();
@@ -459,6 +521,7 @@ int main(void)
         check_arith(tables[i]);
         check_bf16(tables[i]);
         check_mask_segment(tables[i]);
+        check_adamw(tables[i]);
     }
     const char *forced = getenv("BORA_CPU_ISA");
     if (forced && *forced) /* BORA_CPU_ISA names the one chosen */

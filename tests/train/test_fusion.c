@@ -9,7 +9,8 @@
  * in scratch tiles. Under trainer.mp c=bf16 the same pass also writes every parameter's bf16 copy:
  * still one kernel per group, no kernel more in all, the copies the bf16 rounding of the new
  * parameters, fused and unfused alike. Then cross-entropy with its gradient, one kernel over the
- * logits in place against two (check_xent).
+ * logits in place against two (check_xent). On the CPU backend, each update group runs as its
+ * one-pass AdamW kernel (its -v message, captured), and still gives the unfused bits.
  *
  * usage: test_fusion PLUGIN_DIR */
 #include "../graph/rig.h"
@@ -17,6 +18,7 @@
 #include "train/apply.h"
 
 #include <math.h>
+#include <unistd.h>
 
 typedef struct pdesc {
     const char *name;
@@ -37,7 +39,8 @@ typedef struct outcome {
     double norms[3];
     float losses[3];
     uint64_t kernels, bytes, fused_runs, fused_nodes, sum_squares;
-    size_t arena; /* the apply graph's */
+    size_t arena;   /* the apply graph's */
+    char log[4096]; /* fused runs: the debug messages */
     int update_groups, decay_segments, nodecay_segments, updates_outside, copies_outside;
 } outcome;
 
@@ -58,6 +61,15 @@ static void run(const char *plugin_dir, int fused, int bf16, outcome *o)
 {
     memset(o, 0, sizeof *o);
     set_fusion(fused);
+    /* fused runs: debug messages to a file, for the backend's word on how it ran the groups */
+    FILE *cap = fused ? tmpfile() : NULL;
+    int saved = -1;
+    if (cap) {
+        fflush(stderr);
+        saved = dup(2);
+        dup2(fileno(cap), 2);
+        bora_log_set_level(BORA_LOG_DEBUG);
+    }
     rig r;
     rig_open(&r, plugin_dir, 2, 9);
     if (bf16)
@@ -137,6 +149,16 @@ static void run(const char *plugin_dir, int fused, int bf16, outcome *o)
     g_graph_free(train);
     ops->destroy(opt);
     rig_close(&r);
+    if (cap) {
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        bora_log_set_level(BORA_LOG_WARN);
+        rewind(cap);
+        size_t got = fread(o->log, 1, sizeof o->log - 1, cap);
+        o->log[got] = 0;
+        fclose(cap);
+    }
     unsetenv("BORA_NO_FUSION");
 }
 
@@ -261,6 +283,8 @@ static void check_copies(const char *plugin_dir, const outcome *f32)
            (unsigned long long)f.kernels, (unsigned long long)f.fused_runs,
            (unsigned long long)f32->kernels);
     CHECK(f.kernels == f32->kernels && f.fused_runs == 3 && f.update_groups == 2);
+    CHECK(strstr(f.log, "runs as AdamW's one-pass update (with weight decay, bf16 copies") &&
+          strstr(f.log, "runs as AdamW's one-pass update (without weight decay, bf16 copies"));
     CHECK(f.copies_outside == 0 && f.updates_outside == 0);
     CHECK(u.fused_runs == 0);
     outcome *all[] = {&f, &u};
@@ -310,6 +334,9 @@ int main(int argc, char **argv)
     printf("AdamW ran as %d kernels: %d parameters with decay, %d without\n", f.update_groups,
            f.decay_segments, f.nodecay_segments);
     CHECK(f.update_groups == 2 && f.decay_segments == 3 && f.nodecay_segments == 3);
+    /* the CPU backend ran both groups as its AdamW kernel */
+    CHECK(strstr(f.log, "runs as AdamW's one-pass update (with weight decay)") &&
+          strstr(f.log, "runs as AdamW's one-pass update (without weight decay)"));
     CHECK(f.updates_outside == 0);
     CHECK(f.fused_runs == 3); /* the two update groups and the zeroing of gradients */
     CHECK(u.fused_runs == 0 && u.update_groups == 0);

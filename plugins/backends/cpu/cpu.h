@@ -17,6 +17,7 @@ struct bora_backend {
     char bf16_impl[64]; /* oneDNN's implementation, or "widened to sgemm" */
     char bf16_why[96];  /* what the rule in matmul_bf16.c saw */
     int bf16_told;      /* the widening has been reported */
+    int adamw_told;     /* AdamW's one-pass update reported: 1 with decay, 2 without */
     void *scratch;      /* cpu_scratch's buffer, kept between kernels */
     size_t scratch_bytes;
 };

@@ -379,6 +379,205 @@ static void fused_prefetch(const bora_fused *f, uint32_t seg, int64_t i0, int64_
     }
 }
 
+/* ---- AdamW's update as one pass ---------------------------------------------------------------
+ * The adamw plugin writes its update from small ops; the fusion planner makes one group of
+ * them per parameter group. A group whose steps are exactly that chain (AW below: ops, operands
+ * and wiring) runs as simd->adamw, a vector at a time with nothing in scratch, the same
+ * operations in the same order, so the same bits; any other runs step by step. */
+
+/* An operand in the chain: >= 0 the output of that step, else one of these. */
+enum {
+    AW_G = -1,
+    AW_M = -2,
+    AW_V = -3,
+    AW_P = -4,
+    AW_CLIP = -5,
+    AW_IBC = -6,
+    AW_EPS = -7,
+    AW_STEP = -8,
+    AW_DECAY = -9,
+    AW_NONE = -10
+};
+enum { AW_OUT_M = 1, AW_OUT_V, AW_OUT_P, AW_OUT_PB };
+
+typedef struct aw_step {
+    int op;
+    int in[2];
+    int out; /* AW_OUT_*: a copy into memory; 0: a scratch value */
+} aw_step;
+
+#define AW_MOMENTS /* the steps both chains share: the moments and the update u */                \
+    {BORA_OP_MUL, {AW_G, AW_CLIP}, 0}, {BORA_OP_SCALE, {0, AW_NONE}, 0},                          \
+        {BORA_OP_SCALE, {AW_M, AW_NONE}, 0}, {BORA_OP_ADD, {2, 1}, 0}, {BORA_OP_MUL, {0, 0}, 0},  \
+        {BORA_OP_SCALE, {4, AW_NONE}, 0}, {BORA_OP_SCALE, {AW_V, AW_NONE}, 0},                    \
+        {BORA_OP_ADD, {6, 5}, 0}, {BORA_OP_SQRT, {7, AW_NONE}, 0}, {BORA_OP_MUL, {8, AW_IBC}, 0}, \
+        {BORA_OP_ADD, {9, AW_EPS}, 0}, {BORA_OP_DIV, {3, 10}, 0},                                 \
+    {                                                                                             \
+        BORA_OP_MUL, {11, AW_STEP}, 0                                                             \
+    }
+
+static const aw_step aw_decay[] = {
+    AW_MOMENTS,
+    {BORA_OP_MUL, {AW_P, AW_DECAY}, 0},
+    {BORA_OP_SUB, {AW_P, 13}, 0},
+    {BORA_OP_SUB, {14, 12}, 0},
+    {BORA_OP_COPY, {3, AW_NONE}, AW_OUT_M},
+    {BORA_OP_COPY, {7, AW_NONE}, AW_OUT_V},
+    {BORA_OP_COPY, {15, AW_NONE}, AW_OUT_P},
+    {BORA_OP_COPY, {15, AW_NONE}, AW_OUT_PB},
+};
+static const aw_step aw_plain[] = {
+    AW_MOMENTS,
+    {BORA_OP_SUB, {AW_P, 12}, 0},
+    {BORA_OP_COPY, {3, AW_NONE}, AW_OUT_M},
+    {BORA_OP_COPY, {7, AW_NONE}, AW_OUT_V},
+    {BORA_OP_COPY, {13, AW_NONE}, AW_OUT_P},
+    {BORA_OP_COPY, {13, AW_NONE}, AW_OUT_PB},
+};
+
+/* Whether group f is the chain aw (n steps with the bf16 copy, n - 1 without): every segment's
+ * steps, operands (memory, scalar or scratch) and wiring; a memory operand read twice must be
+ * one array. */
+static int aw_match(const bora_fused *f, const aw_step *aw, uint32_t n)
+{
+    uint32_t steps = f->n_steps;
+    if (steps != n && steps != n - 1)
+        return 0;
+    int tile_of[64];
+    for (int t = 0; t < 64; t++)
+        tile_of[t] = -1;
+    for (uint32_t st = 0; st < steps; st++) {
+        const aw_step *w = &aw[st];
+        const int32_t *sc = &f->scratch[st * BORA_FUSED_OPERANDS];
+        uint32_t nin = w->in[1] == AW_NONE ? 1 : 2;
+        for (uint32_t sg = 0; sg < f->n_segments; sg++) {
+            const bora_kernel_args *a = &f->args[sg * steps + st];
+            int want_out = w->out == AW_OUT_PB ? BORA_DTYPE_BF16 : BORA_DTYPE_F32;
+            if ((int)a->op != w->op || a->n_inputs != nin || a->n_outputs != 1 ||
+                a->outputs[0].dtype != want_out)
+                return 0;
+            for (uint32_t k = 0; k < nin; k++) {
+                const bora_tensor_desc *t = &a->inputs[k];
+                int ref = w->in[k], bcast = is_bcast(t, f->count[sg]);
+                if (t->dtype != BORA_DTYPE_F32)
+                    return 0;
+                if (ref >= 0 ? sc[k] < 0 || sc[k] >= 64 || tile_of[sc[k]] != ref
+                             : sc[k] >= 0 || bcast != (ref <= AW_CLIP))
+                    return 0;
+            }
+            if (w->out ? sc[nin] >= 0 || is_bcast(&a->outputs[0], f->count[sg])
+                       : sc[nin] < 0 || sc[nin] >= 64)
+                return 0;
+        }
+        if (!w->out)
+            tile_of[sc[nin]] = (int)st;
+    }
+    for (uint32_t sg = 0; sg < f->n_segments; sg++) {
+        const void *mem[4] = {NULL, NULL, NULL, NULL};
+        for (uint32_t st = 0; st < steps; st++)
+            for (int k = 0; k < 2; k++) {
+                int ref = aw[st].in[k];
+                if (ref < 0 && ref >= AW_P) {
+                    const void *d = f->args[sg * steps + st].inputs[k].data;
+                    if (mem[-ref - 1] && mem[-ref - 1] != d)
+                        return 0;
+                    mem[-ref - 1] = d;
+                }
+            }
+    }
+    return 1;
+}
+
+/* Segment sg's operands: memory, scalars and SCALE's values, from the steps that read them. */
+static void aw_operands(const bora_fused *f, const aw_step *aw, uint32_t sg, cpu_adamw *w)
+{
+    memset(w, 0, sizeof *w);
+    const bora_kernel_args *a = &f->args[sg * f->n_steps];
+    float scale[4], *scale_at = scale;
+    for (uint32_t st = 0; st < f->n_steps; st++) {
+        const aw_step *s = &aw[st];
+        if (s->op == BORA_OP_SCALE)
+            *scale_at++ = (float)((const bora_opt_scalar *)a[st].options)->value;
+        for (int k = 0; k < 2; k++) {
+            const void *d = k < (int)a[st].n_inputs ? a[st].inputs[k].data : NULL;
+            switch (s->in[k]) {
+            case AW_G: w->g = d; break;
+            case AW_M: w->m = d; break;
+            case AW_V: w->v = d; break;
+            case AW_P: w->p = d; break;
+            case AW_CLIP: w->clip = *(const float *)d; break;
+            case AW_IBC: w->inv_bc2 = *(const float *)d; break;
+            case AW_EPS: w->eps = *(const float *)d; break;
+            case AW_STEP: w->step = *(const float *)d; break;
+            case AW_DECAY: w->decay = *(const float *)d, w->decay_on = 1; break;
+            default: break;
+            }
+        }
+        void *o = a[st].outputs[0].data;
+        switch (s->out) {
+        case AW_OUT_M: w->m_out = o; break;
+        case AW_OUT_V: w->v_out = o; break;
+        case AW_OUT_P: w->p_out = o; break;
+        case AW_OUT_PB: w->pb = o; break;
+        default: break;
+        }
+    }
+    /* the chain's SCALE steps: a·(1 - b1), m·b1, (a a)·(1 - b2), v·b2 */
+    w->one_b1 = scale[0], w->b1 = scale[1], w->one_b2 = scale[2], w->b2 = scale[3];
+}
+
+/* Elements per job of the AdamW pass. */
+#define AW_TILE 4096
+
+/* 1 when group f is AdamW's update, run here; 0 when it is not; -1 out of memory. */
+static int run_adamw(bora_backend *b, const bora_fused *f)
+{
+    const aw_step *aw = NULL;
+    if (aw_match(f, aw_decay, sizeof aw_decay / sizeof *aw_decay))
+        aw = aw_decay;
+    else if (aw_match(f, aw_plain, sizeof aw_plain / sizeof *aw_plain))
+        aw = aw_plain;
+    if (!aw)
+        return 0;
+    int which = aw == aw_decay ? 1 : 2;
+    if (!(b->adamw_told & which)) {
+        b->adamw_told |= which;
+        b->h->log(b->h, BORA_LOG_DEBUG,
+                  "a fused group of %u steps over %u segments runs as AdamW's one-pass update "
+                  "(%s weight decay%s)",
+                  f->n_steps, f->n_segments, which == 1 ? "with" : "without",
+                  f->n_steps == (which == 1 ? 20 : 18) ? ", bf16 copies written" : "");
+    }
+    uint32_t nseg = f->n_segments;
+    int64_t *first = malloc(sizeof(int64_t) * (nseg + 1));
+    if (!first)
+        return -1;
+    first[0] = 0;
+    for (uint32_t s = 0; s < nseg; s++)
+        first[s + 1] = first[s] + (f->count[s] + AW_TILE - 1) / AW_TILE;
+    const cpu_simd *simd = b->simd;
+#pragma omp parallel
+    {
+        uint32_t seg = 0;
+        cpu_adamw w;
+        int have = -1;
+#pragma omp for schedule(static)
+        for (int64_t job = 0; job < first[nseg]; job++) {
+            while (first[seg + 1] <= job)
+                seg++;
+            if (have != (int)seg) {
+                aw_operands(f, aw, seg, &w);
+                have = (int)seg;
+            }
+            int64_t i0 = (job - first[seg]) * AW_TILE;
+            int64_t len = f->count[seg] - i0 < AW_TILE ? f->count[seg] - i0 : AW_TILE;
+            simd->adamw(&w, i0, len);
+        }
+    }
+    free(first);
+    return 1;
+}
+
 bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
 {
     uint32_t steps = f->n_steps, nseg = f->n_segments;
@@ -396,6 +595,9 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
             (sc[0] >= 0 || is_bcast(&a->inputs[0], f->count[i / steps])))
             return BORA_ERR_UNSUPPORTED;
     }
+    int aw = run_adamw(b, f);
+    if (aw)
+        return aw > 0 ? BORA_OK : BORA_ERR_NOMEM;
     /* jobs: every segment's tiles, in order */
     int64_t *first = malloc(sizeof(int64_t) * (nseg + 1));
     if (!first)

@@ -41,8 +41,6 @@ struct cpu_onednn {
     dnnl_stream_t stream;
     mm_entry *mm;
     size_t n, cap;
-    float *tmp; /* the transposed route's block of Cᵀ */
-    size_t tmp_cap;
 };
 
 static int has_amx_bf16(void)
@@ -150,7 +148,6 @@ void cpu_bf16_teardown(bora_backend *b)
         if (d->mm[i].prim)
             dnnl_primitive_destroy(d->mm[i].prim);
     free(d->mm);
-    free(d->tmp);
     if (d->stream)
         dnnl_stream_destroy(d->stream);
     if (d->engine)
@@ -288,23 +285,17 @@ static int run_entry(cpu_onednn *d, const mm_entry *e, void *const data[3])
 }
 
 /* The transposed route (transposed_route): block after block of C's rows. */
-static int run_transposed(cpu_onednn *d, mm_entry *const e[2], const bora_kernel_args *a)
+static int run_transposed(bora_backend *bk, mm_entry *const e[2], const bora_kernel_args *a)
 {
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
     int64_t M = C->dims[1], N = C->dims[2];
-    size_t need = (size_t)(N * XB);
-    if (d->tmp_cap < need) {
-        free(d->tmp);
-        d->tmp = malloc(sizeof(float) * need);
-        d->tmp_cap = d->tmp ? need : 0;
-        if (!d->tmp)
-            return BORA_ERR_NOMEM;
-    }
-    float *t = d->tmp;
+    float *t = cpu_scratch(bk, sizeof(float) * (size_t)(N * XB));
+    if (!t)
+        return BORA_ERR_NOMEM;
     for (int64_t m0 = 0; m0 < M; m0 += XB) {
         int64_t mb = M - m0 < XB ? M - m0 : XB;
         void *data[3] = {B->data, (uint16_t *)A->data + m0 * A->strides[1], t};
-        int st = run_entry(d, e[mb == XB ? 0 : 1], data);
+        int st = run_entry(bk->dnnl, e[mb == XB ? 0 : 1], data);
         if (st)
             return st;
         float *c = (float *)C->data + m0 * N;
@@ -332,7 +323,7 @@ int cpu_matmul_bf16_onednn(bora_backend *bk, const bora_kernel_args *a)
     if (!entries_of(bk, a, 0, &st, e))
         return st ? st : 1;
     if (transposed_route(a))
-        return run_transposed(d, e, a);
+        return run_transposed(bk, e, a);
     const bora_tensor_desc *t[3] = {A, B, C};
     for (int64_t bi = 0; bi < C->dims[0] && !st; bi++) {
         void *data[3];

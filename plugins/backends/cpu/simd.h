@@ -6,6 +6,19 @@
 #include <bora/backend.h>
 #include <stdint.h>
 
+/* One span of AdamW's update as the adamw plugin writes it (the fused group kernels_fast.c
+ * recognises), each operation rounded alone, in its order:
+ *   a = g clip; m' = m b1 + a (1 - b1); v' = v b2 + (a a)(1 - b2);
+ *   u = m' / (sqrt(v') inv_bc2 + eps) step; p' = (p - p decay) - u   (decay: p' = p - u without);
+ * m', v', p' written (each may be its input), and p' rounded to bf16 where pb is set. */
+typedef struct cpu_adamw {
+    const float *g, *m, *v, *p;
+    float *m_out, *v_out, *p_out;
+    uint16_t *pb;
+    float clip, b1, one_b1, b2, one_b2, inv_bc2, eps, step, decay;
+    int decay_on;
+} cpu_adamw;
+
 typedef struct cpu_simd {
     const char *isa; /* "avx512", "avx2" or "generic" */
     /* y = op(x) for NEG, EXP, TANH, SIGMOID, RELU, SILU, GELU_TANH; 0 for any other op (with
@@ -51,6 +64,8 @@ typedef struct cpu_simd {
     /* bfloat16 conversions: y = x rounded to nearest even (NaN stays NaN), and back (exact). */
     void (*to_bf16)(uint16_t *y, const float *x, int64_t n);
     void (*from_bf16)(float *y, const uint16_t *x, int64_t n);
+    /* AdamW's update of elements [i0, i0 + n) of w's arrays */
+    void (*adamw)(const cpu_adamw *w, int64_t i0, int64_t n);
 } cpu_simd;
 
 extern const cpu_simd cpu_simd_avx512, cpu_simd_avx2, cpu_simd_generic;

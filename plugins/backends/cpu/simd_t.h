@@ -642,6 +642,66 @@ static void SIMD_FN(mask_segment)(float *restrict row, const int32_t *restrict s
         row[s] = seg[s] != id ? -INFINITY : row[s];
 }
 
+/* x, opaque to the compiler: a product passed through it is rounded before the sum it feeds
+ * (-ffp-contract=fast would make the two one FMA, and change the bits). */
+static inline vf rounded(vf x)
+{
+#ifdef __AVX512F__
+    __asm__("" : "+v"(x));
+#else
+    __asm__("" : "+x"(x));
+#endif
+    return x;
+}
+
+static inline vf vsqrt(vf x)
+{
+#if SIMD_BYTES == 64 && defined(__AVX512F__)
+    return (vf)_mm512_sqrt_ps((__m512)x);
+#elif SIMD_BYTES == 32 && defined(__AVX__)
+    return (vf)_mm256_sqrt_ps((__m256)x);
+#else
+    vf r;
+    for (int k = 0; k < NL; k++)
+        r[k] = __builtin_sqrtf(x[k]);
+    return r;
+#endif
+}
+
+/* AdamW's update (cpu_adamw), a vector at a time; the bf16 copies from p' as written, a block
+ * at a time while it is in cache. The tail runs on padded vectors, stored in part. */
+static void SIMD_FN(adamw)(const cpu_adamw *w, int64_t i0, int64_t n)
+{
+    enum { BLOCK = 512 };
+    for (int64_t b0 = i0; b0 < i0 + n; b0 += BLOCK) {
+        int64_t b1 = b0 + BLOCK < i0 + n ? b0 + BLOCK : i0 + n;
+        for (int64_t i = b0; i < b1; i += NL) {
+            int64_t have = b1 - i < NL ? b1 - i : NL;
+            vf g = have == NL ? loadv(w->g + i) : load_tail(w->g + i, have, 0.0f);
+            vf m = have == NL ? loadv(w->m + i) : load_tail(w->m + i, have, 0.0f);
+            vf v = have == NL ? loadv(w->v + i) : load_tail(w->v + i, have, 0.0f);
+            vf p = have == NL ? loadv(w->p + i) : load_tail(w->p + i, have, 0.0f);
+            vf a = g * splat(w->clip);
+            vf m2 = rounded(m * splat(w->b1)) + rounded(a * splat(w->one_b1));
+            vf v2 = rounded(v * splat(w->b2)) + rounded(rounded(a * a) * splat(w->one_b2));
+            vf den = rounded(vsqrt(v2) * splat(w->inv_bc2)) + splat(w->eps);
+            vf u = (m2 / den) * splat(w->step);
+            vf p2 = (w->decay_on ? p - rounded(p * splat(w->decay)) : p) - rounded(u);
+            if (have == NL) {
+                storev(w->m_out + i, m2);
+                storev(w->v_out + i, v2);
+                storev(w->p_out + i, p2);
+            } else {
+                store_tail(w->m_out + i, m2, have);
+                store_tail(w->v_out + i, v2, have);
+                store_tail(w->p_out + i, p2, have);
+            }
+        }
+        if (w->pb)
+            SIMD_FN(to_bf16)(w->pb + b0, w->p_out + b0, b1 - b0);
+    }
+}
+
 const cpu_simd SIMD_TABLE = {
     .isa = SIMD_ISA,
     .unary = SIMD_FN(unary),
@@ -662,4 +722,5 @@ const cpu_simd SIMD_TABLE = {
     .to_bf16 = SIMD_FN(to_bf16),
     .from_bf16 = SIMD_FN(from_bf16),
     .mask_segment = SIMD_FN(mask_segment),
+    .adamw = SIMD_FN(adamw),
 };
