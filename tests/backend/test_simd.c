@@ -501,6 +501,28 @@ static void check_adamw(const cpu_simd *s)
     }
 }
 
+/* dot: the exact products summed in sum's order (element i in lane i % 16, the lanes added in
+ * order), at lengths no width divides. */
+static void check_dot(const cpu_simd *s)
+{
+    enum { N = 203 };
+    float x[N], y[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)sin(0.91 * i) * 1e3f, y[i] = (float)cos(0.37 * i + 0.1) * 1e-3f;
+    for (int n = 0; n <= N; n += 29) {
+        double lane[16] = {0}, want = 0;
+        for (int i = 0; i < n; i++)
+            lane[i % 16] += (double)x[i] * (double)y[i];
+        for (int k = 0; k < 16; k++)
+            want += lane[k];
+        double got = s->dot(x, y, n);
+        if (memcmp(&got, &want, sizeof got) != 0) {
+            fprintf(stderr, "%s: dot over %d: %.17g, want %.17g\n", s->isa, n, got, want);
+            test_failures++;
+        }
+    }
+}
+
 int main(void)
 {
     __builtin_cpu_init();
@@ -522,6 +544,7 @@ int main(void)
         check_bf16(tables[i]);
         check_mask_segment(tables[i]);
         check_adamw(tables[i]);
+        check_dot(tables[i]);
     }
     const char *forced = getenv("BORA_CPU_ISA");
     if (forced && *forced) /* BORA_CPU_ISA names the one chosen */

@@ -219,9 +219,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
                     }
                     att_mask_row(simd, &sh, bi, t0 + r, pr, n);
                     const float *dor = db + (t0 + r) * ldd, *orow = ob + (t0 + r) * ldo;
-                    double d = 0;
-                    for (int64_t e = 0; e < E; e++)
-                        d += (double)dor[e] * (double)orow[e];
+                    double d = simd->dot(dor, orow, E);
                     /* P = exp(S - lse); dS = P (dP - D), each operation rounded as a plain loop
                      * would */
                     simd->att_grad_row(pr, dpr, n, lse, (float)d);

@@ -66,6 +66,8 @@ typedef struct cpu_simd {
     void (*from_bf16)(float *y, const uint16_t *x, int64_t n);
     /* AdamW's update of elements [i0, i0 + n) of w's arrays */
     void (*adamw)(const cpu_adamw *w, int64_t i0, int64_t n);
+    /* Σ x·y, each product exact in double, summed in sum's lanes and order */
+    double (*dot)(const float *x, const float *y, int64_t n);
 } cpu_simd;
 
 extern const cpu_simd cpu_simd_avx512, cpu_simd_avx2, cpu_simd_generic;

@@ -337,6 +337,35 @@ static double SIMD_FN(sum_sq)(const float *x, int64_t n)
     return sum16(x, n, 1);
 }
 
+/* Σ x·y, each product exact in double, in sum's 16 lanes and order. */
+static double SIMD_FN(dot)(const float *x, const float *y, int64_t n)
+{
+    sums16 acc = {{{0}}};
+    for (int64_t i = 0; i < n; i += NL) {
+        int64_t have = n - i < NL ? n - i : NL;
+        vf a = have == NL ? loadv(x + i) : load_tail(x + i, have, 0.0f);
+        vf b = have == NL ? loadv(y + i) : load_tail(y + i, have, 0.0f);
+        int k = (int)(i % LANES);
+#if SIMD_BYTES == 64
+        vhf alo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);
+        vhf ahi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
+        vhf blo = __builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7);
+        vhf bhi = __builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15);
+#elif SIMD_BYTES == 32
+        vhf alo = __builtin_shufflevector(a, a, 0, 1, 2, 3),
+            ahi = __builtin_shufflevector(a, a, 4, 5, 6, 7);
+        vhf blo = __builtin_shufflevector(b, b, 0, 1, 2, 3),
+            bhi = __builtin_shufflevector(b, b, 4, 5, 6, 7);
+#else
+        vhf alo = __builtin_shufflevector(a, a, 0, 1), ahi = __builtin_shufflevector(a, a, 2, 3);
+        vhf blo = __builtin_shufflevector(b, b, 0, 1), bhi = __builtin_shufflevector(b, b, 2, 3);
+#endif
+        acc.v[k / DL] += widen_half(alo) * widen_half(blo);
+        acc.v[k / DL + 1] += widen_half(ahi) * widen_half(bhi);
+    }
+    return finish16(&acc);
+}
+
 /* The sum of exp(x - shift) in 16 double lanes; with y, each exp is also stored there (y may be
  * x). Inlined into both callers, so the test of y goes at compile time. */
 static inline __attribute__((always_inline)) double exp_sum16(float *y, const float *x, int64_t n,
@@ -723,4 +752,5 @@ const cpu_simd SIMD_TABLE = {
     .from_bf16 = SIMD_FN(from_bf16),
     .mask_segment = SIMD_FN(mask_segment),
     .adamw = SIMD_FN(adamw),
+    .dot = SIMD_FN(dot),
 };
