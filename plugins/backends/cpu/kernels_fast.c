@@ -441,7 +441,7 @@ static const aw_step aw_plain[] = {
 static int aw_match(const bora_fused *f, const aw_step *aw, uint32_t n)
 {
     uint32_t steps = f->n_steps;
-    if (steps != n && steps != n - 1)
+    if ((steps != n && steps != n - 1) || f->n_segments == 0)
         return 0;
     int tile_of[64];
     for (int t = 0; t < 64; t++)
@@ -469,7 +469,7 @@ static int aw_match(const bora_fused *f, const aw_step *aw, uint32_t n)
                        : sc[nin] < 0 || sc[nin] >= 64)
                 return 0;
         }
-        if (!w->out)
+        if (!w->out) /* sc[nin] in [0, 64), checked above */
             tile_of[sc[nin]] = (int)st;
     }
     for (uint32_t sg = 0; sg < f->n_segments; sg++) {
@@ -626,7 +626,9 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
             int64_t i0 = (job - first[seg]) * FUSED_TILE;
             int64_t len = f->count[seg] - i0 < FUSED_TILE ? f->count[seg] - i0 : FUSED_TILE;
             if (job + 1 < jobs) { /* the next tile, most likely this thread's */
-                uint32_t ns = first[seg + 1] <= job + 1 ? seg + 1 : seg;
+                uint32_t ns = seg;
+                while (first[ns + 1] <= job + 1) /* past empty segments */
+                    ns++;
                 int64_t n0 = (job + 1 - first[ns]) * FUSED_TILE;
                 fused_prefetch(f, ns, n0,
                                f->count[ns] - n0 < FUSED_TILE ? f->count[ns] - n0 : FUSED_TILE);

@@ -613,8 +613,8 @@ static void K(place)(const bora_tensor_desc *src, const bora_tensor_desc *dst, i
         walk_row(&w, r, off);
         T *out = (T *)d.data + off[0];
         const T *in = (const T *)src->data + off[1];
-        if (w.inner_stride[0] == 1 && w.inner_stride[1] == 1) /* a dense run: one memcpy */
-            memcpy(out, in, sizeof(T) * (size_t)w.inner);
+        if (w.inner_stride[0] == 1 && w.inner_stride[1] == 1) /* a dense run (may alias) */
+            memmove(out, in, sizeof(T) * (size_t)w.inner);
         else
             for (int64_t i = 0; i < w.inner; i++)
                 out[i * w.inner_stride[0]] = in[i * w.inner_stride[1]];

@@ -243,11 +243,15 @@ static int entries_of(bora_backend *bk, const bora_kernel_args *a, int building,
         return 0;
     int64_t key[2][9];
     int n = keys_of(a, key);
+    /* made first, then looked up: making one may move the others (the table grows) */
+    for (int i = 0; i < n; i++)
+        if (!entry_for(bk, key[i], building)) {
+            *st = BORA_ERR_NOMEM;
+            return 0;
+        }
     for (int i = 0; i < n; i++) {
         e[i] = entry_for(bk, key[i], building);
-        if (!e[i])
-            *st = BORA_ERR_NOMEM;
-        if (!e[i] || !e[i]->prim)
+        if (!e[i]->prim)
             return 0;
     }
     return n;

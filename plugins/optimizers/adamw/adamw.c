@@ -78,9 +78,13 @@ static bora_status adamw_update(bora_optimizer *o, bora_graph *g, const bora_par
     bora_tensor *gr = u->grad, *m = u->state[0], *v = u->state[1];
     bora_tensor *decay = u->scalars[0], *step_size = u->scalars[1], *inv_bc2 = u->scalars[2],
                 *eps = u->scalars[3];
-    bora_tensor *m2 = bora_add(g, A->scale(g, m, a->beta1), A->scale(g, gr, 1.0 - a->beta1));
-    bora_tensor *v2 =
-        bora_add(g, A->scale(g, v, a->beta2), A->scale(g, bora_mul(g, gr, gr), 1.0 - a->beta2));
+    /* each operand named, so the nodes come in one order whatever the compiler's order of
+     * evaluating arguments (backends may recognise the chain: the CPU's one-pass AdamW) */
+    bora_tensor *g1 = A->scale(g, gr, 1.0 - a->beta1), *m1 = A->scale(g, m, a->beta1);
+    bora_tensor *m2 = bora_add(g, m1, g1);
+    bora_tensor *g2 = A->scale(g, bora_mul(g, gr, gr), 1.0 - a->beta2);
+    bora_tensor *v1 = A->scale(g, v, a->beta2);
+    bora_tensor *v2 = bora_add(g, v1, g2);
     bora_tensor *denom = bora_add(g, bora_mul(g, bora_unary(g, BORA_OP_SQRT, v2), inv_bc2), eps);
     bora_tensor *upd = bora_mul(g, bora_div(g, m2, denom), step_size);
     bora_tensor *p = u->param;
