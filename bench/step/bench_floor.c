@@ -61,106 +61,62 @@ static double time_sgemm(const shape *s, const float *A, const float *B, float *
     return best;
 }
 
-/* The best of reps runs of a matmul primitive with operands of dtype dt; -1 when oneDNN has no
- * such primitive here. */
-static double time_primitive(const shape *s, float *A, float *B, float *C, int reps,
-                             dnnl_data_type_t dt)
+/* One run of a product: which primitive, on which data. */
+typedef struct call {
+    int prim;
+    void *a, *b, *c;
+} call;
+
+/* The best of reps runs of the calls in order, on primitives for the products dims[i] (M, N, K)
+ * with A and B strided as strides[i] (A's row and column, then B's), operands of dtype dt and a
+ * dense f32 C; -1 when oneDNN has no such matmul here. */
+static double time_calls(dnnl_data_type_t dt, int n_prims, const int64_t dims[][3],
+                         const int64_t strides[][4], int n_calls, const call *calls, int reps)
 {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success)
         return 1e30;
     dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
-    dnnl_dims_t ad = {s->M, s->K}, bd = {s->K, s->N}, cd = {s->M, s->N};
-    dnnl_dims_t as = {s->ta == 'N' ? s->K : 1, s->ta == 'N' ? 1 : s->M};
-    dnnl_dims_t bs = {s->tb == 'N' ? s->N : 1, s->tb == 'N' ? 1 : s->K};
-    dnnl_dims_t cs = {s->N, 1};
-    dnnl_memory_desc_t amd, bmd, cmd;
-    dnnl_memory_desc_init_by_strides(&amd, 2, ad, dt, as);
-    dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dt, bs);
-    dnnl_memory_desc_init_by_strides(&cmd, 2, cd, dnnl_f32, cs);
-    dnnl_matmul_desc_t md;
-    dnnl_primitive_desc_t pd;
-    dnnl_primitive_t prim;
-    double best = -1;
-    if (dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success) {
-        best = 1e30;
-        if (dnnl_primitive_create(&prim, pd) == dnnl_success) {
-            dnnl_memory_t am, bm, cm;
-            dnnl_memory_create(&am, &amd, eng, A);
-            dnnl_memory_create(&bm, &bmd, eng, B);
-            dnnl_memory_create(&cm, &cmd, eng, C);
-            dnnl_exec_arg_t args[3] = {
-                {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-            for (int r = 0; r < reps; r++) {
-                double t = now_s();
-                dnnl_primitive_execute(prim, stream, 3, args);
-                dnnl_stream_wait(stream);
-                t = now_s() - t;
-                best = t < best ? t : best;
-            }
-            dnnl_memory_destroy(am);
-            dnnl_memory_destroy(bm);
-            dnnl_memory_destroy(cm);
-            dnnl_primitive_destroy(prim);
-        }
-        dnnl_primitive_desc_destroy(pd);
-    }
-    dnnl_stream_destroy(stream);
-    dnnl_engine_destroy(eng);
-    return best;
-}
-
-/* The best of reps runs of Cᵀ = op(B)ᵀ op(A)ᵀ for a 'T','N' shape, in blocks of xb of C's rows
- * (Cᵀ's columns), on primitives with operands of dtype dt; -1 when oneDNN has none. */
-static double time_transposed(const shape *s, float *A, float *B, float *C, int reps,
-                              dnnl_data_type_t dt, int64_t xb)
-{
-    dnnl_engine_t eng;
-    dnnl_stream_t stream;
-    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success)
-        return -1;
-    dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
-    int64_t tail = s->M % xb, widths[2] = {xb, tail};
     dnnl_primitive_t prim[2] = {NULL, NULL};
     dnnl_memory_desc_t md[2][3];
-    int ok = 1;
-    for (int i = 0; i < 2 && ok; i++) {
-        if (!widths[i])
-            continue;
-        /* (N × K: B (K × N) read across) · (K × mb: A's columns, row stride M) -> N × mb */
-        dnnl_dims_t ad = {s->N, s->K}, bd = {s->K, widths[i]}, cd = {s->N, widths[i]};
-        dnnl_dims_t as = {1, s->N}, bs = {s->M, 1}, cs = {widths[i], 1};
+    double best = 1e30;
+    for (int i = 0; i < n_prims && best > 0; i++) {
+        const int64_t M = dims[i][0], N = dims[i][1], K = dims[i][2];
+        dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N};
+        dnnl_dims_t as = {strides[i][0], strides[i][1]}, bs = {strides[i][2], strides[i][3]};
+        dnnl_dims_t cs = {N, 1};
         dnnl_matmul_desc_t mdesc;
         dnnl_primitive_desc_t pd;
-        ok = dnnl_memory_desc_init_by_strides(&md[i][0], 2, ad, dt, as) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&md[i][1], 2, bd, dt, bs) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&md[i][2], 2, cd, dnnl_f32, cs) == dnnl_success &&
-             dnnl_matmul_desc_init(&mdesc, &md[i][0], &md[i][1], NULL, &md[i][2]) == dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &mdesc, NULL, eng, NULL) == dnnl_success;
-        if (ok) {
-            ok = dnnl_primitive_create(&prim[i], pd) == dnnl_success;
-            dnnl_primitive_desc_destroy(pd);
+        dnnl_memory_desc_init_by_strides(&md[i][0], 2, ad, dt, as);
+        dnnl_memory_desc_init_by_strides(&md[i][1], 2, bd, dt, bs);
+        dnnl_memory_desc_init_by_strides(&md[i][2], 2, cd, dnnl_f32, cs);
+        if (dnnl_matmul_desc_init(&mdesc, &md[i][0], &md[i][1], NULL, &md[i][2]) != dnnl_success ||
+            dnnl_primitive_desc_create(&pd, &mdesc, NULL, eng, NULL) != dnnl_success) {
+            best = -1;
+            break;
         }
+        if (dnnl_primitive_create(&prim[i], pd) != dnnl_success)
+            prim[i] = NULL;
+        dnnl_primitive_desc_destroy(pd);
     }
-    size_t esize = dt == dnnl_f32 ? 4 : 2;
-    double best = ok ? 1e30 : -1;
-    for (int r = 0; r < reps && ok; r++) {
+    int made = best > 0; /* a primitive oneDNN describes but does not make: no time (1e30) */
+    for (int i = 0; i < n_prims; i++)
+        made &= prim[i] != NULL;
+    for (int r = 0; r < reps && made; r++) {
         double t = now_s();
-        for (int64_t m0 = 0; m0 < s->M; m0 += xb) {
-            int i = s->M - m0 < xb;
-            dnnl_memory_t am, bm, cm;
-            dnnl_memory_create(&am, &md[i][0], eng, B);
-            dnnl_memory_create(&bm, &md[i][1], eng, (char *)A + (size_t)m0 * esize);
-            dnnl_memory_create(&cm, &md[i][2], eng, C);
+        for (int j = 0; j < n_calls; j++) {
+            const call *c = &calls[j];
+            dnnl_memory_t mem[3];
+            dnnl_memory_create(&mem[0], &md[c->prim][0], eng, c->a);
+            dnnl_memory_create(&mem[1], &md[c->prim][1], eng, c->b);
+            dnnl_memory_create(&mem[2], &md[c->prim][2], eng, c->c);
             dnnl_exec_arg_t args[3] = {
-                {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-            dnnl_primitive_execute(prim[i], stream, 3, args);
+                {DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
+            dnnl_primitive_execute(prim[c->prim], stream, 3, args);
             dnnl_stream_wait(stream);
-            dnnl_memory_destroy(am);
-            dnnl_memory_destroy(bm);
-            dnnl_memory_destroy(cm);
+            for (int k = 0; k < 3; k++)
+                dnnl_memory_destroy(mem[k]);
         }
         t = now_s() - t;
         best = t < best ? t : best;
@@ -171,6 +127,39 @@ static double time_transposed(const shape *s, float *A, float *B, float *C, int 
     dnnl_stream_destroy(stream);
     dnnl_engine_destroy(eng);
     return best;
+}
+
+/* The best of reps runs of a matmul primitive with operands of dtype dt; -1 when oneDNN has no
+ * such primitive here. */
+static double time_primitive(const shape *s, float *A, float *B, float *C, int reps,
+                             dnnl_data_type_t dt)
+{
+    const int64_t dims[1][3] = {{s->M, s->N, s->K}};
+    const int64_t strides[1][4] = {{s->ta == 'N' ? s->K : 1, s->ta == 'N' ? 1 : s->M,
+                                    s->tb == 'N' ? s->N : 1, s->tb == 'N' ? 1 : s->K}};
+    const call c = {0, A, B, C};
+    return time_calls(dt, 1, dims, strides, 1, &c, reps);
+}
+
+/* The best of reps runs of Cᵀ = op(B)ᵀ op(A)ᵀ for a 'T','N' shape, in blocks of xb of C's rows
+ * (Cᵀ's columns), on primitives with operands of dtype dt; -1 when oneDNN has none. */
+static double time_transposed(const shape *s, float *A, float *B, float *C, int reps,
+                              dnnl_data_type_t dt, int64_t xb)
+{
+    /* (N × K: B (K × N) read across) · (K × mb: A's columns, row stride M) -> N × mb */
+    int64_t tail = s->M % xb;
+    const int64_t dims[2][3] = {{s->N, xb, s->K}, {s->N, tail, s->K}};
+    const int64_t strides[2][4] = {{1, s->N, s->M, 1}, {1, s->N, s->M, 1}};
+    int64_t n_calls = (s->M + xb - 1) / xb;
+    call *calls = malloc(sizeof(call) * (size_t)n_calls);
+    if (!calls)
+        return -1;
+    size_t esize = dt == dnnl_f32 ? 4 : 2;
+    for (int64_t j = 0; j < n_calls; j++)
+        calls[j] = (call){s->M - j * xb < xb, B, (char *)A + (size_t)(j * xb) * esize, C};
+    double t = time_calls(dt, tail ? 2 : 1, dims, strides, (int)n_calls, calls, reps);
+    free(calls);
+    return t;
 }
 
 int main(int argc, char **argv)

@@ -455,24 +455,24 @@ static void check_adamw(const cpu_simd *s)
         if (variant == 3)
             v[5] = 0, g[5] = 0, g[7] = -INFINITY;
         int in_place = variant & 1;
-        cpu_adamw w = {g,
-                       m,
-                       v,
-                       p,
-                       in_place ? m : mo,
-                       in_place ? v : vo,
-                       in_place ? p : po,
-                       variant >= 2 ? pb : NULL,
-                       0.73f,
-                       0.9f,
-                       0.1f,
-                       0.95f,
-                       0.05f,
-                       1.37f,
-                       1e-8f,
-                       -3e-4f,
-                       3e-5f,
-                       variant != 1};
+        cpu_adamw w = {.g = g,
+                       .m = m,
+                       .v = v,
+                       .p = p,
+                       .m_out = in_place ? m : mo,
+                       .v_out = in_place ? v : vo,
+                       .p_out = in_place ? p : po,
+                       .pb = variant >= 2 ? pb : NULL,
+                       .clip = 0.73f,
+                       .b1 = 0.9f,
+                       .one_b1 = 0.1f,
+                       .b2 = 0.95f,
+                       .one_b2 = 0.05f,
+                       .inv_bc2 = 1.37f,
+                       .eps = 1e-8f,
+                       .step = -3e-4f,
+                       .decay = 3e-5f,
+                       .decay_on = variant != 1};
         float rm[N], rv[N], rp[N];
         for (int i = 0; i < N; i++) { /* the reference, one rounding per operation */
             volatile float a = g[i] * w.clip, t1 = m[i] * w.b1, t2 = a * w.one_b1;

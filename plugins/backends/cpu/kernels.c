@@ -135,10 +135,7 @@ static bora_status cpu_copy(bora_backend *b, const bora_kernel_args *a)
         int64_t off[5];
         walk_row(&w, r, off);
         if (w.inner_stride[0] == 1 && w.inner_stride[1] == 1) { /* a dense run (may alias) */
-            size_t size = o->dtype == BORA_DTYPE_BF16 || o->dtype == BORA_DTYPE_F16  ? 2
-                          : o->dtype == BORA_DTYPE_F64 || o->dtype == BORA_DTYPE_I64 ? 8
-                          : o->dtype == BORA_DTYPE_U8                                ? 1
-                                                                                     : 4;
+            size_t size = bora_dtype_size(o->dtype);
             char *dst = (char *)o->data + (size_t)off[0] * size;
             if (o->dtype == x->dtype) {
                 memmove(dst, (const char *)x->data + (size_t)off[1] * size, size * (size_t)w.inner);

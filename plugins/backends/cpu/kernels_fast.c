@@ -359,6 +359,19 @@ static int is_bcast(const bora_tensor_desc *t, int64_t count)
     return 1;
 }
 
+/* The first job (tile of `tile` elements) of each segment, and the job count at [n_segments]:
+ * every segment's tiles, in order. NULL when out of memory. */
+static int64_t *tile_jobs(const bora_fused *f, int64_t tile)
+{
+    int64_t *first = malloc(sizeof(int64_t) * (f->n_segments + 1));
+    if (!first)
+        return NULL;
+    first[0] = 0;
+    for (uint32_t s = 0; s < f->n_segments; s++)
+        first[s + 1] = first[s] + (f->count[s] + tile - 1) / tile;
+    return first;
+}
+
 /* Asks for the memory operands of the tile [i0, i0 + len) of segment seg ahead of its steps:
  * the steps read their operands a tile at a time, stream after stream, too briefly for the
  * hardware prefetcher to follow. */
@@ -371,7 +384,7 @@ static void fused_prefetch(const bora_fused *f, uint32_t seg, int64_t i0, int64_
             const bora_tensor_desc *t = k < a->n_inputs ? &a->inputs[k] : &a->outputs[0];
             if (sc[k] >= 0 || is_bcast(t, f->count[seg]))
                 continue;
-            size_t size = t->dtype == BORA_DTYPE_BF16 ? 2 : 4;
+            size_t size = bora_dtype_size(t->dtype);
             const char *p = (const char *)t->data + (size_t)i0 * size;
             for (size_t o = 0; o < (size_t)len * size; o += 64)
                 __builtin_prefetch(p + o);
@@ -406,15 +419,23 @@ typedef struct aw_step {
     int out; /* AW_OUT_*: a copy into memory; 0: a scratch value */
 } aw_step;
 
-#define AW_MOMENTS /* the steps both chains share: the moments and the update u */                \
-    {BORA_OP_MUL, {AW_G, AW_CLIP}, 0}, {BORA_OP_SCALE, {0, AW_NONE}, 0},                          \
-        {BORA_OP_SCALE, {AW_M, AW_NONE}, 0}, {BORA_OP_ADD, {2, 1}, 0}, {BORA_OP_MUL, {0, 0}, 0},  \
-        {BORA_OP_SCALE, {4, AW_NONE}, 0}, {BORA_OP_SCALE, {AW_V, AW_NONE}, 0},                    \
-        {BORA_OP_ADD, {6, 5}, 0}, {BORA_OP_SQRT, {7, AW_NONE}, 0}, {BORA_OP_MUL, {8, AW_IBC}, 0}, \
-        {BORA_OP_ADD, {9, AW_EPS}, 0}, {BORA_OP_DIV, {3, 10}, 0},                                 \
-    {                                                                                             \
-        BORA_OP_MUL, {11, AW_STEP}, 0                                                             \
-    }
+/* the steps both chains share: the moments and the update u (steps 0-12) */
+/* clang-format off */
+#define AW_MOMENTS                             \
+    {BORA_OP_MUL, {AW_G, AW_CLIP}, 0},         \
+    {BORA_OP_SCALE, {0, AW_NONE}, 0},          \
+    {BORA_OP_SCALE, {AW_M, AW_NONE}, 0},       \
+    {BORA_OP_ADD, {2, 1}, 0},                  \
+    {BORA_OP_MUL, {0, 0}, 0},                  \
+    {BORA_OP_SCALE, {4, AW_NONE}, 0},          \
+    {BORA_OP_SCALE, {AW_V, AW_NONE}, 0},       \
+    {BORA_OP_ADD, {6, 5}, 0},                  \
+    {BORA_OP_SQRT, {7, AW_NONE}, 0},           \
+    {BORA_OP_MUL, {8, AW_IBC}, 0},             \
+    {BORA_OP_ADD, {9, AW_EPS}, 0},             \
+    {BORA_OP_DIV, {3, 10}, 0},                 \
+    {BORA_OP_MUL, {11, AW_STEP}, 0}
+/* clang-format on */
 
 static const aw_step aw_decay[] = {
     AW_MOMENTS,
@@ -532,29 +553,24 @@ static void aw_operands(const bora_fused *f, const aw_step *aw, uint32_t sg, cpu
 /* 1 when group f is AdamW's update, run here; 0 when it is not; -1 out of memory. */
 static int run_adamw(bora_backend *b, const bora_fused *f)
 {
-    const aw_step *aw = NULL;
-    if (aw_match(f, aw_decay, sizeof aw_decay / sizeof *aw_decay))
-        aw = aw_decay;
-    else if (aw_match(f, aw_plain, sizeof aw_plain / sizeof *aw_plain))
-        aw = aw_plain;
-    if (!aw)
+    const uint32_t n_decay = sizeof aw_decay / sizeof *aw_decay,
+                   n_plain = sizeof aw_plain / sizeof *aw_plain;
+    int which = aw_match(f, aw_decay, n_decay) ? 1 : aw_match(f, aw_plain, n_plain) ? 2 : 0;
+    if (!which)
         return 0;
-    int which = aw == aw_decay ? 1 : 2;
+    const aw_step *aw = which == 1 ? aw_decay : aw_plain;
     if (!(b->adamw_told & which)) {
         b->adamw_told |= which;
         b->h->log(b->h, BORA_LOG_DEBUG,
                   "a fused group of %u steps over %u segments runs as AdamW's one-pass update "
                   "(%s weight decay%s)",
                   f->n_steps, f->n_segments, which == 1 ? "with" : "without",
-                  f->n_steps == (which == 1 ? 20 : 18) ? ", bf16 copies written" : "");
+                  f->n_steps == (which == 1 ? n_decay : n_plain) ? ", bf16 copies written" : "");
     }
     uint32_t nseg = f->n_segments;
-    int64_t *first = malloc(sizeof(int64_t) * (nseg + 1));
+    int64_t *first = tile_jobs(f, AW_TILE);
     if (!first)
         return -1;
-    first[0] = 0;
-    for (uint32_t s = 0; s < nseg; s++)
-        first[s + 1] = first[s] + (f->count[s] + AW_TILE - 1) / AW_TILE;
     const cpu_simd *simd = b->simd;
 #pragma omp parallel
     {
@@ -598,13 +614,9 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f)
     int aw = run_adamw(b, f);
     if (aw)
         return aw > 0 ? BORA_OK : BORA_ERR_NOMEM;
-    /* jobs: every segment's tiles, in order */
-    int64_t *first = malloc(sizeof(int64_t) * (nseg + 1));
+    int64_t *first = tile_jobs(f, FUSED_TILE);
     if (!first)
         return BORA_ERR_NOMEM;
-    first[0] = 0;
-    for (uint32_t s = 0; s < nseg; s++)
-        first[s + 1] = first[s] + (f->count[s] + FUSED_TILE - 1) / FUSED_TILE;
     int64_t jobs = first[nseg];
     int failed = 0;
 #pragma omp parallel

@@ -198,8 +198,8 @@ static int transposed_route(const bora_kernel_args *a)
 {
     const bora_tensor_desc *A = &a->inputs[0], *C = &a->outputs[0];
     int64_t M = C->dims[1], N = C->dims[2], K = A->dims[2];
-    return C->dims[0] == 1 && M >= 2 * XB && K >= 256 && A->strides[1] == 1 && K > 1 &&
-           A->strides[2] >= M && C->strides[2] == 1 && C->strides[1] == N;
+    return C->dims[0] == 1 && M >= 2 * XB && K >= 256 && A->strides[1] == 1 && A->strides[2] >= M &&
+           C->strides[2] == 1 && C->strides[1] == N;
 }
 
 /* The keys of a product's primitives: one, or the transposed route's two (full blocks and the
@@ -221,11 +221,11 @@ static int keys_of(const bora_kernel_args *a, int64_t key[2][9])
         memcpy(key[0], k, sizeof k);
         return 1;
     }
+    const int64_t widths[2] = {XB, M % XB};
     int n = 0;
-    for (int64_t mb = XB; n < 2; mb = M % XB) {
-        if (!mb)
-            break;
+    for (int i = 0; i < 2 && widths[i]; i++) {
         /* (N × K, B's strides swapped) · (K × mb, A's swapped) -> N × mb, dense */
+        int64_t mb = widths[i];
         const int64_t k[9] = {N, mb, K, B->strides[2], B->strides[1], A->strides[2], 1, mb, 1};
         memcpy(key[n++], k, sizeof k);
     }

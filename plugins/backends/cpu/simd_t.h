@@ -290,18 +290,26 @@ static inline __attribute__((always_inline)) vd widen_half(vhf h)
 #endif
 }
 
+/* v's lanes as two halves of DL floats. */
+static inline __attribute__((always_inline)) void halves(vf v, vhf *lo, vhf *hi)
+{
+#if SIMD_BYTES == 64
+    *lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+    *hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+#elif SIMD_BYTES == 32
+    *lo = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+    *hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+#else
+    *lo = __builtin_shufflevector(v, v, 0, 1);
+    *hi = __builtin_shufflevector(v, v, 2, 3);
+#endif
+}
+
 /* Adds the NL values of v to the partial sums' lanes from k on (k a multiple of NL). */
 static inline __attribute__((always_inline)) void acc_vf(sums16 *a, int k, vf v)
 {
-#if SIMD_BYTES == 64
-    vhf lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
-    vhf hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-#elif SIMD_BYTES == 32
-    vhf lo = __builtin_shufflevector(v, v, 0, 1, 2, 3),
-        hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
-#else
-    vhf lo = __builtin_shufflevector(v, v, 0, 1), hi = __builtin_shufflevector(v, v, 2, 3);
-#endif
+    vhf lo, hi;
+    halves(v, &lo, &hi);
     a->v[k / DL] += widen_half(lo);
     a->v[k / DL + 1] += widen_half(hi);
 }
@@ -345,21 +353,10 @@ static double SIMD_FN(dot)(const float *x, const float *y, int64_t n)
         int64_t have = n - i < NL ? n - i : NL;
         vf a = have == NL ? loadv(x + i) : load_tail(x + i, have, 0.0f);
         vf b = have == NL ? loadv(y + i) : load_tail(y + i, have, 0.0f);
+        vhf alo, ahi, blo, bhi;
+        halves(a, &alo, &ahi);
+        halves(b, &blo, &bhi);
         int k = (int)(i % LANES);
-#if SIMD_BYTES == 64
-        vhf alo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);
-        vhf ahi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
-        vhf blo = __builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7);
-        vhf bhi = __builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15);
-#elif SIMD_BYTES == 32
-        vhf alo = __builtin_shufflevector(a, a, 0, 1, 2, 3),
-            ahi = __builtin_shufflevector(a, a, 4, 5, 6, 7);
-        vhf blo = __builtin_shufflevector(b, b, 0, 1, 2, 3),
-            bhi = __builtin_shufflevector(b, b, 4, 5, 6, 7);
-#else
-        vhf alo = __builtin_shufflevector(a, a, 0, 1), ahi = __builtin_shufflevector(a, a, 2, 3);
-        vhf blo = __builtin_shufflevector(b, b, 0, 1), bhi = __builtin_shufflevector(b, b, 2, 3);
-#endif
         acc.v[k / DL] += widen_half(alo) * widen_half(blo);
         acc.v[k / DL + 1] += widen_half(ahi) * widen_half(bhi);
     }
