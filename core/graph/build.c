@@ -1509,8 +1509,15 @@ static bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k
     if (klen)
         ins[nin++] = klen;
     double scale = opts && opts->scale ? opts->scale : 1.0 / sqrt((double)four[0]->dims[3]);
-    bora_opt_attention aopt = {sizeof(bora_opt_attention), opts ? opts->causal : 0, scale,
-                               seg != NULL, klen != NULL};
+    int upcast =
+        opts && opts->struct_size >= offsetof(bora_attention_opts, upcast) + sizeof(opts->upcast)
+            ? opts->upcast
+            : 0;
+    bora_opt_attention aopt = {
+        sizeof(bora_opt_attention), opts ? opts->causal : 0, scale, seg != NULL, klen != NULL, 0};
+    if (g->compute == BORA_DTYPE_BF16 && g->store->attention_bf16 && !upcast &&
+        q->dtype == BORA_DTYPE_F32)
+        aopt.product_dtype = BORA_DTYPE_BF16;
     int32_t at[11];
     for (int i = 0; i < 11; i++)
         at[i] = i < 3 || i >= nin ? q->dtype : BORA_DTYPE_I32;
@@ -1530,6 +1537,7 @@ static bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k
         g_add_out(o4->node, lse);
         lse->requires_grad = 0;
     } else {
+        /* (its products, matmuls, follow the graph's compute dtype whatever upcast says) */
         o4 = attention_decomposed(g, four, ins + 3, nin - 3, &aopt);
         if (!o4)
             return NULL;

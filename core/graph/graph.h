@@ -138,6 +138,7 @@ struct g_store {
     int shadows;         /* whether the store keeps shadows (set before graphs are built) */
     int fused_bf16;      /* the backend's fused groups take bf16 COPY outputs (ABI 1.5) */
     int fused_bf16_in;   /* and bf16 COPY inputs (ABI 1.6) */
+    int attention_bf16;  /* attention's products may be bf16 under c=bf16 (ABI 1.7) */
     int residual_dtype;  /* trainer.mp's r: the residual stream's dtype in memory (0: f32) */
     int shadows_stale;   /* the parameters changed outside an apply graph */
     bora_buffer *shadow; /* param_bytes / 2 */
@@ -207,7 +208,9 @@ bora_status g_store_zero_grads(g_store *s);
  * multiply bf16 operands and the store keeps the parameters' bf16 copies, which the optimizer's
  * fused pass writes where the backend was built for ABI 1.5 or later; under r=bf16 the residual
  * stream is kept in bf16 (bora_residual), rounded and read back inside fused chains where the
- * backend was built for ABI 1.6 or later. 0 for either means f32. */
+ * backend was built for ABI 1.6 or later; attention nodes let the backend take its products in
+ * bf16 (bora_opt_attention.product_dtype) where it was built for ABI 1.7 or later and the model
+ * did not ask for f32 (bora_attention_opts.upcast). 0 for either means f32. */
 void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_minor);
 /* The parameters were written outside an apply graph: recompute the shadows before they are
  * next read. */

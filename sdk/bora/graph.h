@@ -214,6 +214,11 @@ typedef struct bora_opt_attention {
     double scale;       /* applied to q·k, usually 1/sqrt(head_dim) */
     int32_t segments;   /* 1 when segment ids are given: attend only within a document */
     int32_t key_length; /* 1 when the last input is a 0-d i32 runtime key length L (else L = S) */
+    /* (ABI 1.7) BORA_DTYPE_BF16 in a graph computing in bf16 (trainer.mp c=bf16): the backend
+     * may round q, k, v, the output's gradient, the probabilities and their gradient to bf16 for
+     * the products, accumulating in f32; softmax, inputs and results stay f32. 0: every product
+     * in the inputs' dtype. */
+    int32_t product_dtype;
 } bora_opt_attention;
 
 typedef struct bora_opt_pad {
@@ -247,6 +252,8 @@ typedef struct bora_attention_opts {
     const char *head_dim_axis; /* contracted between q and k */
     bora_tensor *key_length;   /* NULL, or a runtime extent (bora_extent): keys at and past it
                                   are not attended, and queries are its last positions */
+    int32_t upcast;            /* (ABI 1.7) 1: keep the products in f32 when the graph computes
+                                  in bf16 (trainer.mp c=bf16); 0: the backend may take bf16 */
 } bora_attention_opts;
 
 /* The builder's functions; reached through every graph, so call sites read bora_add(g, a, b). */

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 6,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 7,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
@@ -90,13 +90,15 @@ static void layout(void)
     _Static_assert(offsetof(bora_opt_xent, struct_size) == 0, "bora_opt_xent.struct_size");
     _Static_assert(offsetof(bora_opt_xent, ignore_index) == 4, "bora_opt_xent.ignore_index");
     _Static_assert(offsetof(bora_opt_xent, z_loss) == 8, "bora_opt_xent.z_loss");
-    _Static_assert(sizeof(bora_opt_attention) == 24, "size of bora_opt_attention");
+    _Static_assert(sizeof(bora_opt_attention) == 32, "size of bora_opt_attention");
     _Static_assert(offsetof(bora_opt_attention, struct_size) == 0,
                    "bora_opt_attention.struct_size");
     _Static_assert(offsetof(bora_opt_attention, causal) == 4, "bora_opt_attention.causal");
     _Static_assert(offsetof(bora_opt_attention, scale) == 8, "bora_opt_attention.scale");
     _Static_assert(offsetof(bora_opt_attention, segments) == 16, "bora_opt_attention.segments");
     _Static_assert(offsetof(bora_opt_attention, key_length) == 20, "bora_opt_attention.key_length");
+    _Static_assert(offsetof(bora_opt_attention, product_dtype) == 24,
+                   "bora_opt_attention.product_dtype");
     _Static_assert(sizeof(bora_opt_pad) == 16, "size of bora_opt_pad");
     _Static_assert(offsetof(bora_opt_pad, struct_size) == 0, "bora_opt_pad.struct_size");
     _Static_assert(offsetof(bora_opt_pad, axis) == 4, "bora_opt_pad.axis");
@@ -109,7 +111,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_xent_opts, struct_size) == 0, "bora_xent_opts.struct_size");
     _Static_assert(offsetof(bora_xent_opts, ignore_index) == 4, "bora_xent_opts.ignore_index");
     _Static_assert(offsetof(bora_xent_opts, z_loss) == 8, "bora_xent_opts.z_loss");
-    _Static_assert(sizeof(bora_attention_opts) == 56, "size of bora_attention_opts");
+    _Static_assert(sizeof(bora_attention_opts) == 64, "size of bora_attention_opts");
     _Static_assert(offsetof(bora_attention_opts, struct_size) == 0,
                    "bora_attention_opts.struct_size");
     _Static_assert(offsetof(bora_attention_opts, causal) == 4, "bora_attention_opts.causal");
@@ -123,6 +125,7 @@ static void layout(void)
                    "bora_attention_opts.head_dim_axis");
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
+    _Static_assert(offsetof(bora_attention_opts, upcast) == 56, "bora_attention_opts.upcast");
     _Static_assert(sizeof(bora_graph_api) == 288, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");

@@ -5,11 +5,13 @@
  * per (batch, head), and accumulates dK and dV block after block in a fixed order. Every job is
  * one thread's from start to end, so the bits never depend on the thread count. The loops of
  * kernels_t.h stay the reference (and the path for layouts these do not take: head_dim must be
- * the dense inner axis of every operand). */
+ * the dense inner axis of every operand). Under trainer.mp c=bf16 the products may take bf16
+ * operands on oneDNN's matmul primitive instead (below: "bf16 products"). */
 #include "kernels_fast.h"
 
 #include <dnnl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +91,342 @@ static int sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
     return dnnl_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == dnnl_success ? 0 : 1;
 }
 
+/* ---- bf16 products (bora_opt_attention.product_dtype: trainer.mp c=bf16) ----
+ *
+ * Where the backend runs bf16 matmuls on oneDNN (matmul_bf16.c's rule), the five products take
+ * bf16 operands and accumulate in f32: q, k, v and dO rounded once per job, the probabilities P
+ * and their gradient dS rounded after the f32 softmax, each a batch over a job's heads in one
+ * primitive per block (at 12 heads, 12 times fewer calls than a head at a time). A job is a batch
+ * row's heads, or an equal share of them where there are fewer rows than threads; it runs on one
+ * thread, its primitives on that thread's stream. The masks, the softmax, the log-sum-exp and
+ * D = Σ dO·O are the f32 path's. Not with a runtime key length (a decode step's key count
+ * changes every step, and a primitive is made per count). */
+
+enum { P_QK, P_DOV, P_PV, P_PTDO, P_DSK, P_DSTQ, P_KINDS };
+
+static int att_bf16_wanted(const bora_backend *bk, const bora_kernel_args *a)
+{
+    const bora_opt_attention *opt = a->options;
+    return bk->bf16_onednn &&
+           opt->struct_size >= offsetof(bora_opt_attention, product_dtype) + sizeof(int32_t) &&
+           opt->product_dtype == BORA_DTYPE_BF16 && !opt->key_length;
+}
+
+/* Heads per job: the most that divide the heads equally, keep a block's f32 scores within
+ * ATT_BF16_CACHE bytes (measured on a 2-core EPYC, family 26, at 512 keys: 2 heads at a time
+ * took 270 ms a step for the backward pass, 12 at a time 287-316) and give every thread a job. */
+#define ATT_BF16_CACHE (256 << 10)
+
+static int64_t att_heads_per_job(const bora_backend *bk, const att_shape *sh)
+{
+    for (int64_t g = 1; g <= sh->H; g++) {
+        int64_t hb = sh->H / g;
+        if (sh->H % g == 0 && sh->B * g >= bk->num_threads &&
+            hb * ATT_ROWS * sh->S * (int64_t)sizeof(float) <= ATT_BF16_CACHE)
+            return hb;
+    }
+    return 1;
+}
+
+/* Row, column and head strides {head, row, column} of an output, in elements. */
+static void att_out_strides(const bora_tensor_desc *t, int64_t s[3])
+{
+    s[0] = t->strides[1], s[1] = t->strides[2], s[2] = t->strides[3];
+}
+
+/* The key of product kind for a block of r query rows over n keys, hb heads. The job's bf16
+ * copies are dense (hb, T or S, E); P and dS are dense (hb, r, n). out: the f32 result's
+ * strides (O, dV, dQ or dK). */
+static cpu_mm_key att_key(int kind, const att_shape *sh, int64_t hb, int64_t r, int64_t n,
+                          const int64_t out[3])
+{
+    int64_t T = sh->T, S = sh->S, E = sh->E;
+    cpu_mm_key k;
+    memset(&k, 0, sizeof k);
+    k.batch = hb, k.alpha = 1.0f, k.flags = CPU_MM_THREADED;
+    const int64_t rows_q[3] = {T * E, E, 1}, rows_k[3] = {S * E, E, 1}, cols_k[3] = {S * E, 1, E};
+    const int64_t p[3] = {r * n, n, 1}, pt[3] = {r * n, 1, n}, dense[3] = {r * n, n, 1};
+    const int64_t *sa = p, *sb = rows_k, *sc = out;
+    switch (kind) {
+    case P_QK:  /* S = scale · Q Kᵀ */
+    case P_DOV: /* dP = dO Vᵀ */
+        k.M = r, k.N = n, k.K = E, sa = rows_q, sb = cols_k, sc = dense;
+        k.alpha = kind == P_QK ? sh->scale : 1.0f;
+        break;
+    case P_PV:  /* O = P V */
+    case P_DSK: /* dQ = scale · dS K */
+        k.M = r, k.N = E, k.K = n;
+        k.alpha = kind == P_DSK ? sh->scale : 1.0f;
+        break;
+    default: /* P_PTDO: dV += Pᵀ dO; P_DSTQ: dK += scale · dSᵀ Q */
+        k.M = n, k.N = E, k.K = r, sa = pt, sb = rows_q;
+        k.alpha = kind == P_DSTQ ? sh->scale : 1.0f;
+        k.flags |= CPU_MM_ADD;
+        break;
+    }
+    memcpy(k.sa, sa, sizeof k.sa);
+    memcpy(k.sb, sb, sizeof k.sb);
+    memcpy(k.sc, sc, sizeof k.sc);
+    return k;
+}
+
+/* The rows and keys of block blk. */
+static int64_t att_block(const att_shape *sh, int64_t blk, int64_t *rows)
+{
+    int64_t t0 = blk * ATT_ROWS;
+    *rows = sh->T - t0 < ATT_ROWS ? sh->T - t0 : ATT_ROWS;
+    return att_keys(sh, t0 + *rows);
+}
+
+/* The primitives of every block (blocks × P_KINDS, NULL where a kind is not used or a block
+ * has no key), made now if new; 0 when oneDNN takes none of them (the f32 path runs), -2 out
+ * of memory. */
+static int att_prims(bora_backend *bk, const bora_kernel_args *a, const att_shape *sh, int grad,
+                     int building, const cpu_mm **mm)
+{
+    int64_t hb = att_heads_per_job(bk, sh), blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS;
+    int64_t out[P_KINDS][3] = {{0}};
+    if (grad) {
+        att_out_strides(&a->outputs[2], out[P_PTDO]);
+        att_out_strides(&a->outputs[0], out[P_DSK]);
+        att_out_strides(&a->outputs[1], out[P_DSTQ]);
+    } else {
+        att_out_strides(&a->outputs[0], out[P_PV]);
+    }
+    for (int64_t blk = 0; blk < blocks; blk++) {
+        int64_t r, n = att_block(sh, blk, &r);
+        for (int kind = 0; kind < P_KINDS; kind++) {
+            const cpu_mm **m = &mm[blk * P_KINDS + kind];
+            *m = NULL;
+            int used = grad ? kind != P_PV : kind == P_QK || kind == P_PV;
+            if (!used || n == 0)
+                continue;
+            cpu_mm_key key = att_key(kind, sh, hb, r, n, out[kind]);
+            if (!(*m = cpu_mm_get(bk, &key, building)))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+bora_status cpu_prepare_attention(bora_backend *bk, const bora_kernel_args *a)
+{
+    att_shape sh;
+    int grad = a->op == BORA_OP_ATTENTION_GRAD;
+    if (!att_bf16_wanted(bk, a) || a->inputs[0].dtype != BORA_DTYPE_F32 ||
+        !att_setup(a, grad ? 6 : 3, &sh))
+        return BORA_OK;
+    int64_t blocks = (sh.T + ATT_ROWS - 1) / ATT_ROWS;
+    const cpu_mm **mm = malloc(sizeof *mm * (size_t)(blocks * P_KINDS));
+    if (!mm)
+        return bk->h->fail(bk->h, BORA_ERR_NOMEM, "out of memory making oneDNN's primitives");
+    att_prims(bk, a, &sh, grad, 1, mm);
+    free(mm);
+    return BORA_OK;
+}
+
+/* Round rows [0, rows) of one head of t (row stride ld) into dense bf16 (rows × E). */
+static void att_round(const cpu_simd *simd, uint16_t *y, const float *x, int64_t ld, int64_t rows,
+                      int64_t E)
+{
+    for (int64_t t = 0; t < rows; t++)
+        simd->to_bf16(y + t * E, x + t * ld, E);
+}
+
+#define HEAD(t, bi, h) ((float *)(t)->data + (bi) * (t)->strides[0] + (h) * (t)->strides[1])
+
+/* The forward pass in bf16: 0, -1 not taken (the f32 path runs), -2 out of memory, -3 oneDNN
+ * failed. */
+static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att_shape *sh)
+{
+    const bora_tensor_desc *q = &a->inputs[0], *k = &a->inputs[1], *v = &a->inputs[2];
+    const bora_tensor_desc *o = &a->outputs[0], *l = &a->outputs[1];
+    int64_t blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS, T = sh->T, S = sh->S, E = sh->E;
+    int64_t hb = att_heads_per_job(bk, sh), keys = att_keys(sh, T);
+    const cpu_mm **mm = malloc(sizeof *mm * (size_t)(blocks * P_KINDS));
+    if (!mm)
+        return -2;
+    if (!att_prims(bk, a, sh, 0, 0, mm)) {
+        free(mm);
+        return -1;
+    }
+    const cpu_simd *simd = bk->simd;
+    int failed = 0;
+#pragma omp parallel
+    {
+        size_t pn = (size_t)(hb * ATT_ROWS * (S ? S : 1));
+        float *P = malloc(sizeof(float) * pn);
+        uint16_t *Pb = malloc(sizeof(uint16_t) * pn);
+        uint16_t *Qb = malloc(sizeof(uint16_t) * (size_t)(hb * T * E));
+        uint16_t *Kb = malloc(sizeof(uint16_t) * (size_t)(hb * (S ? S : 1) * E));
+        uint16_t *Vb = malloc(sizeof(uint16_t) * (size_t)(hb * (S ? S : 1) * E));
+        cpu_mm_stream *stream = cpu_mm_stream_new(bk);
+        int mine = !P || !Pb || !Qb || !Kb || !Vb || !stream ? 2 : 0;
+#pragma omp for schedule(static)
+        for (int64_t job = 0; job < sh->B * (sh->H / hb); job++) {
+            int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb;
+            if (mine)
+                continue;
+            for (int64_t h = 0; h < hb; h++) {
+                att_round(simd, Qb + h * T * E, HEAD(q, bi, h0 + h), q->strides[2], T, E);
+                att_round(simd, Kb + h * S * E, HEAD(k, bi, h0 + h), k->strides[2], keys, E);
+                att_round(simd, Vb + h * S * E, HEAD(v, bi, h0 + h), v->strides[2], keys, E);
+            }
+            for (int64_t blk = 0; blk < blocks && !mine; blk++) {
+                int64_t t0 = blk * ATT_ROWS, r, n = att_block(sh, blk, &r);
+                float *op = HEAD(o, bi, h0) + t0 * o->strides[2];
+                if (n == 0) { /* no key visible: output 0 */
+                    for (int64_t h = 0; h < hb; h++)
+                        for (int64_t t = 0; t < r; t++) {
+                            memset(op + h * o->strides[1] + t * o->strides[2], 0,
+                                   sizeof(float) * (size_t)E);
+                            HEAD(l, bi, h0 + h)[(t0 + t) * l->strides[2]] = -INFINITY;
+                        }
+                    continue;
+                }
+                if (cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_QK], Qb + t0 * E, Kb, P)) {
+                    mine = 3;
+                    break;
+                }
+                for (int64_t h = 0; h < hb; h++) {
+                    float *lp = HEAD(l, bi, h0 + h);
+                    for (int64_t t = 0; t < r; t++) {
+                        float *row = P + (h * r + t) * n;
+                        att_mask_row(simd, sh, bi, t0 + t, row, n);
+                        float m = simd->max(row, n);
+                        if (m == -INFINITY) {
+                            memset(row, 0, sizeof(float) * (size_t)n);
+                            lp[(t0 + t) * l->strides[2]] = -INFINITY;
+                        } else {
+                            double sum = simd->exp_sum(row, row, n, m);
+                            simd->arith_scalar(BORA_OP_MUL, row, row, (float)(1.0 / sum), 0, n);
+                            lp[(t0 + t) * l->strides[2]] = (float)((double)m + log(sum));
+                        }
+                        simd->to_bf16(Pb + (h * r + t) * n, row, n);
+                    }
+                }
+                if (cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_PV], Pb, Vb, op))
+                    mine = 3;
+            }
+            if (mine) {
+#pragma omp atomic write
+                failed = mine;
+            }
+        }
+        free(P);
+        free(Pb);
+        free(Qb);
+        free(Kb);
+        free(Vb);
+        cpu_mm_stream_free(stream);
+    }
+    free(mm);
+    return failed ? -failed : 0;
+}
+
+/* The backward pass in bf16 (as attention_bf16). */
+static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, const att_shape *sh)
+{
+    const bora_tensor_desc *q = &a->inputs[0], *k = &a->inputs[1], *v = &a->inputs[2];
+    const bora_tensor_desc *o = &a->inputs[3], *l = &a->inputs[4], *dout = &a->inputs[5];
+    const bora_tensor_desc *dq = &a->outputs[0], *dk = &a->outputs[1], *dv = &a->outputs[2];
+    int64_t blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS, T = sh->T, S = sh->S, E = sh->E;
+    int64_t hb = att_heads_per_job(bk, sh), keys = att_keys(sh, T);
+    const cpu_mm **mm = malloc(sizeof *mm * (size_t)(blocks * P_KINDS));
+    if (!mm)
+        return -2;
+    if (!att_prims(bk, a, sh, 1, 0, mm)) {
+        free(mm);
+        return -1;
+    }
+    const cpu_simd *simd = bk->simd;
+    int failed = 0;
+#pragma omp parallel
+    {
+        size_t pn = (size_t)(hb * ATT_ROWS * (S ? S : 1)), kn = (size_t)(hb * (S ? S : 1) * E);
+        float *P = malloc(sizeof(float) * pn), *dP = malloc(sizeof(float) * pn);
+        uint16_t *Pb = malloc(sizeof(uint16_t) * pn), *dSb = malloc(sizeof(uint16_t) * pn);
+        uint16_t *Qb = malloc(sizeof(uint16_t) * (size_t)(hb * T * E));
+        uint16_t *dOb = malloc(sizeof(uint16_t) * (size_t)(hb * T * E));
+        uint16_t *Kb = malloc(sizeof(uint16_t) * kn), *Vb = malloc(sizeof(uint16_t) * kn);
+        cpu_mm_stream *stream = cpu_mm_stream_new(bk);
+        int mine = !P || !dP || !Pb || !dSb || !Qb || !dOb || !Kb || !Vb || !stream ? 2 : 0;
+#pragma omp for schedule(static)
+        for (int64_t job = 0; job < sh->B * (sh->H / hb); job++) {
+            int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb;
+            if (mine)
+                continue;
+            for (int64_t h = 0; h < hb; h++) {
+                att_round(simd, Qb + h * T * E, HEAD(q, bi, h0 + h), q->strides[2], T, E);
+                att_round(simd, dOb + h * T * E, HEAD(dout, bi, h0 + h), dout->strides[2], T, E);
+                att_round(simd, Kb + h * S * E, HEAD(k, bi, h0 + h), k->strides[2], keys, E);
+                att_round(simd, Vb + h * S * E, HEAD(v, bi, h0 + h), v->strides[2], keys, E);
+                for (int64_t s = 0; s < S; s++) {
+                    memset(HEAD(dk, bi, h0 + h) + s * dk->strides[2], 0, sizeof(float) * (size_t)E);
+                    memset(HEAD(dv, bi, h0 + h) + s * dv->strides[2], 0, sizeof(float) * (size_t)E);
+                }
+            }
+            for (int64_t blk = 0; blk < blocks && !mine; blk++) {
+                int64_t t0 = blk * ATT_ROWS, r, n = att_block(sh, blk, &r);
+                float *dqp = HEAD(dq, bi, h0) + t0 * dq->strides[2];
+                if (n == 0) {
+                    for (int64_t h = 0; h < hb; h++)
+                        for (int64_t t = 0; t < r; t++)
+                            memset(dqp + h * dq->strides[1] + t * dq->strides[2], 0,
+                                   sizeof(float) * (size_t)E);
+                    continue;
+                }
+                const cpu_mm *const *m = mm + blk * P_KINDS;
+                /* P = exp(scale·Q Kᵀ - lse), dP = dO Vᵀ, D = rowsum(dO ∘ O) */
+                if (cpu_mm_run(bk, stream, m[P_QK], Qb + t0 * E, Kb, P) ||
+                    cpu_mm_run(bk, stream, m[P_DOV], dOb + t0 * E, Vb, dP)) {
+                    mine = 3;
+                    break;
+                }
+                for (int64_t h = 0; h < hb; h++) {
+                    const float *lb = HEAD(l, bi, h0 + h), *db = HEAD(dout, bi, h0 + h),
+                                *ob = HEAD(o, bi, h0 + h);
+                    for (int64_t t = 0; t < r; t++) {
+                        float *pr = P + (h * r + t) * n, *dpr = dP + (h * r + t) * n;
+                        float lse = lb[(t0 + t) * l->strides[2]];
+                        if (lse == -INFINITY) {
+                            memset(pr, 0, sizeof(float) * (size_t)n);
+                            memset(dpr, 0, sizeof(float) * (size_t)n);
+                        } else {
+                            att_mask_row(simd, sh, bi, t0 + t, pr, n);
+                            double d = simd->dot(db + (t0 + t) * dout->strides[2],
+                                                 ob + (t0 + t) * o->strides[2], E);
+                            simd->att_grad_row(pr, dpr, n, lse, (float)d);
+                        }
+                        simd->to_bf16(Pb + (h * r + t) * n, pr, n);
+                        simd->to_bf16(dSb + (h * r + t) * n, dpr, n);
+                    }
+                }
+                /* dV += Pᵀ dO, dQ = scale·dS K, dK += scale·dSᵀ Q */
+                if (cpu_mm_run(bk, stream, m[P_PTDO], Pb, dOb + t0 * E, HEAD(dv, bi, h0)) ||
+                    cpu_mm_run(bk, stream, m[P_DSK], dSb, Kb, dqp) ||
+                    cpu_mm_run(bk, stream, m[P_DSTQ], dSb, Qb + t0 * E, HEAD(dk, bi, h0)))
+                    mine = 3;
+            }
+            if (mine) {
+#pragma omp atomic write
+                failed = mine;
+            }
+        }
+        free(P);
+        free(dP);
+        free(Pb);
+        free(dSb);
+        free(Qb);
+        free(dOb);
+        free(Kb);
+        free(Vb);
+        cpu_mm_stream_free(stream);
+    }
+    free(mm);
+    return failed ? -failed : 0;
+}
+
 int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
 {
     const bora_tensor_desc *q = &a->inputs[0], *k = &a->inputs[1], *v = &a->inputs[2];
@@ -97,6 +435,11 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
     if (!att_setup(a, 3, &sh) || !inner_dense(q) || !inner_dense(k) || !inner_dense(v) ||
         !inner_dense(o))
         return -1;
+    if (att_bf16_wanted(bk, a)) {
+        int r = attention_bf16(bk, a, &sh);
+        if (r != -1)
+            return r;
+    }
     int64_t blocks = (sh.T + ATT_ROWS - 1) / ATT_ROWS, S = sh.S, E = sh.E;
     const cpu_simd *simd = bk->simd;
     int failed = 0;
@@ -169,6 +512,11 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
     for (int i = 0; i < 8; i++)
         if (!inner_dense(all[i]))
             return -1;
+    if (att_bf16_wanted(bk, a)) {
+        int r = attention_grad_bf16(bk, a, &sh);
+        if (r != -1)
+            return r;
+    }
     int64_t blocks = (sh.T + ATT_ROWS - 1) / ATT_ROWS, S = sh.S, E = sh.E;
     const cpu_simd *simd = bk->simd;
     int failed = 0;

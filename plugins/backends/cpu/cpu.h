@@ -52,6 +52,29 @@ static inline int64_t cpu_rows_of(const bora_tensor_desc *t)
 bora_status cpu_bf16_setup(bora_backend *b);
 void cpu_bf16_teardown(bora_backend *b);
 int cpu_matmul_bf16_onednn(bora_backend *b, const bora_kernel_args *a);
+/* A bf16 × bf16 -> f32 product for oneDNN's matmul primitive, C = alpha · A B (+ C with
+ * CPU_MM_ADD): batch products of M × K by K × N (batch 0: one, 2-d), each operand's strides
+ * {batch, row, column} in elements (sa[0], sb[0], sc[0] unused when batch is 0). CPU_MM_THREADED:
+ * run from several threads at once, each on its own cpu_mm_stream (which holds the scratchpad).
+ * Keys are compared as bytes (the struct has no padding). */
+enum { CPU_MM_ADD = 1, CPU_MM_THREADED = 2 };
+typedef struct cpu_mm_key {
+    int64_t batch, M, N, K;
+    int64_t sa[3], sb[3], sc[3];
+    float alpha;
+    int32_t flags;
+} cpu_mm_key;
+typedef struct cpu_mm cpu_mm;               /* a kept primitive */
+typedef struct cpu_mm_stream cpu_mm_stream; /* a oneDNN stream, one per thread that runs them */
+/* The kept primitive for key, made now if new (logged, with building saying when); NULL where
+ * bf16 matmuls are widened, oneDNN has no fast implementation, or out of memory. Not thread
+ * safe: make every key before threads look them up. */
+const cpu_mm *cpu_mm_get(bora_backend *b, const cpu_mm_key *key, int building);
+cpu_mm_stream *cpu_mm_stream_new(bora_backend *b);
+void cpu_mm_stream_free(cpu_mm_stream *s);
+/* Run m over a (bf16), b (bf16) and c (f32) on the calling thread's stream: 0, or a status. */
+int cpu_mm_run(bora_backend *b, cpu_mm_stream *s, const cpu_mm *m, const void *a, const void *bm,
+               float *c);
 /* bora_backend_ops.prepare: a bf16 product's oneDNN primitive made at build time. */
 bora_status cpu_prepare(bora_backend *b, const bora_kernel_args *a);
 

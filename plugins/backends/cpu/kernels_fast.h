@@ -26,5 +26,7 @@ bora_status cpu_run_fused(bora_backend *b, const bora_fused *f);
 /* attention.c: blocks of query rows on sgemm; -3 when oneDNN fails */
 int fast_attention_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_attention_grad_f32(bora_backend *b, const bora_kernel_args *a);
+/* bora_backend_ops.prepare for attention: its bf16 products' primitives (trainer.mp c=bf16) */
+bora_status cpu_prepare_attention(bora_backend *b, const bora_kernel_args *a);
 
 #endif

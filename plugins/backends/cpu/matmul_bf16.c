@@ -20,6 +20,7 @@
  * allows for bf16. */
 #define _GNU_SOURCE
 #include "cpu.h"
+#include "kernels_fast.h"
 
 #include <cpuid.h>
 #include <dnnl.h>
@@ -29,19 +30,40 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* One product's primitive: M, N, K and the three operands' row and column strides. */
+/* One product's primitive (its key: cpu_mm_key) */
 typedef struct mm_entry {
-    int64_t key[9];
-    dnnl_primitive_t prim; /* NULL: oneDNN has only reference loops for it; widen */
-    dnnl_memory_desc_t md[3];
+    cpu_mm_key key;
+    dnnl_primitive_t prim;    /* NULL: oneDNN has only reference loops for it; widen */
+    dnnl_memory_desc_t md[4]; /* A, B, C and (CPU_MM_THREADED) the scratchpad */
+    size_t pad_bytes;
 } mm_entry;
 
+/* A thread's stream, and the scratchpad its CPU_MM_THREADED products use. */
+struct cpu_mm_stream {
+    dnnl_stream_t stream;
+    void *pad;
+    size_t pad_bytes;
+};
+
+/* The kept entries, each allocated alone (a pointer to one stays good), found through an
+ * open-addressing index of hashes. */
 struct cpu_onednn {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
-    mm_entry *mm;
-    size_t n, cap;
+    mm_entry **mm;
+    size_t n;
+    size_t *index; /* slots: 0 empty, else entry + 1; a power of two, under half full */
+    size_t slots;
 };
+
+static uint64_t key_hash(const cpu_mm_key *k)
+{
+    const unsigned char *p = (const unsigned char *)k;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < sizeof *k; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
 
 static int has_amx_bf16(void)
 {
@@ -51,28 +73,63 @@ static int has_amx_bf16(void)
     return (d >> 22) & 1u; /* CPUID.(EAX=7,ECX=0):EDX[22] AMX-BF16 */
 }
 
-/* The primitive for a (2-d, strided) bf16 product, or NULL when oneDNN has only its reference
- * loops for it (or nothing); impl gets the implementation's name ("none" for nothing). */
-static dnnl_primitive_t make_primitive(cpu_onednn *d, const int64_t key[9],
-                                       dnnl_memory_desc_t md[3], char *impl, size_t cap)
+/* oneDNN's attributes for alpha and accumulate (NULL for neither); 0 when oneDNN refuses. */
+static int make_attr(const cpu_mm_key *k, dnnl_primitive_attr_t *attr)
 {
-    dnnl_dims_t dims[3] = {{key[0], key[2]}, {key[2], key[1]}, {key[0], key[1]}};
-    dnnl_dims_t strides[3] = {{key[3], key[4]}, {key[5], key[6]}, {key[7], key[8]}};
+    *attr = NULL;
+    if (k->alpha == 1.0f && !k->flags)
+        return 1;
+    if (dnnl_primitive_attr_create(attr) != dnnl_success)
+        return 0;
+    int ok = k->alpha == 1.0f ||
+             dnnl_primitive_attr_set_output_scales(*attr, 1, 0, &k->alpha) == dnnl_success;
+    if (ok && (k->flags & CPU_MM_THREADED)) /* each thread passes its own */
+        ok = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user) ==
+             dnnl_success;
+    if (ok && (k->flags & CPU_MM_ADD)) {
+        dnnl_post_ops_t po = NULL;
+        ok = dnnl_post_ops_create(&po) == dnnl_success &&
+             dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(*attr, po) == dnnl_success;
+        if (po)
+            dnnl_post_ops_destroy(po);
+    }
+    return ok;
+}
+
+/* The primitive for a (2-d or batched, strided) bf16 product, or NULL when oneDNN has only its
+ * reference loops for it (or nothing); impl gets the implementation's name ("none" for
+ * nothing). */
+static dnnl_primitive_t make_primitive(cpu_onednn *d, const cpu_mm_key *k, dnnl_memory_desc_t md[4],
+                                       size_t *pad_bytes, char *impl, size_t cap)
+{
+    int nd = k->batch ? 3 : 2, o = k->batch ? 0 : 1; /* 2-d: the descriptions' last two axes */
+    dnnl_dims_t dims[3] = {{k->batch, k->M, k->K}, {k->batch, k->K, k->N}, {k->batch, k->M, k->N}};
+    const int64_t *strides[3] = {k->sa, k->sb, k->sc};
     const dnnl_data_type_t types[3] = {dnnl_bf16, dnnl_bf16, dnnl_f32};
     snprintf(impl, cap, "none");
     for (int i = 0; i < 3; i++)
-        if (dnnl_memory_desc_init_by_strides(&md[i], 2, dims[i], types[i], strides[i]) !=
+        if (dnnl_memory_desc_init_by_strides(&md[i], nd, dims[i] + o, types[i], strides[i] + o) !=
             dnnl_success)
             return NULL;
     dnnl_matmul_desc_t desc;
     dnnl_primitive_desc_t pd;
-    if (dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]) != dnnl_success ||
-        dnnl_primitive_desc_create(&pd, &desc, NULL, d->engine, NULL) != dnnl_success)
+    dnnl_primitive_attr_t attr;
+    if (!make_attr(k, &attr))
+        return NULL;
+    int made = dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]) == dnnl_success &&
+               dnnl_primitive_desc_create(&pd, &desc, attr, d->engine, NULL) == dnnl_success;
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (!made)
         return NULL;
     const char *name = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success || !name)
         name = "unknown";
     snprintf(impl, cap, "%s", name);
+    const dnnl_memory_desc_t *pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    md[3] = pad ? *pad : (dnnl_memory_desc_t){0};
+    *pad_bytes = pad ? dnnl_memory_desc_get_size(pad) : 0;
     dnnl_primitive_t prim = NULL;
     if (strncmp(name, "ref", 3) != 0 && dnnl_primitive_create(&prim, pd) != dnnl_success)
         prim = NULL;
@@ -84,9 +141,16 @@ static dnnl_primitive_t make_primitive(cpu_onednn *d, const int64_t key[9],
  * "brg:avx512_core_bf16_amx_bf16", ..., or "ref..." / "none" where it has no fast one. */
 static void probe_impl(cpu_onednn *d, char *buf, size_t cap)
 {
-    const int64_t key[9] = {64, 64, 64, 64, 1, 64, 1, 64, 1};
-    dnnl_memory_desc_t md[3];
-    dnnl_primitive_t p = make_primitive(d, key, md, buf, cap);
+    const cpu_mm_key key = {.M = 64,
+                            .N = 64,
+                            .K = 64,
+                            .sa = {0, 64, 1},
+                            .sb = {0, 64, 1},
+                            .sc = {0, 64, 1},
+                            .alpha = 1.0f};
+    dnnl_memory_desc_t md[4];
+    size_t pad;
+    dnnl_primitive_t p = make_primitive(d, &key, md, &pad, buf, cap);
     if (!p)
         snprintf(buf, cap, "none");
     else
@@ -144,10 +208,13 @@ void cpu_bf16_teardown(bora_backend *b)
     cpu_onednn *d = b->dnnl;
     if (!d)
         return;
-    for (size_t i = 0; i < d->n; i++)
-        if (d->mm[i].prim)
-            dnnl_primitive_destroy(d->mm[i].prim);
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->mm[i]->prim)
+            dnnl_primitive_destroy(d->mm[i]->prim);
+        free(d->mm[i]);
+    }
     free(d->mm);
+    free(d->index);
     if (d->stream)
         dnnl_stream_destroy(d->stream);
     if (d->engine)
@@ -158,32 +225,67 @@ void cpu_bf16_teardown(bora_backend *b)
 
 /* The kept entry for key, made on first use (logged with when: building the graph or running
  * the product); NULL when out of memory. */
-static mm_entry *entry_for(bora_backend *bk, const int64_t key[9], int building)
+static mm_entry *entry_for(bora_backend *bk, const cpu_mm_key *key, int building)
 {
     cpu_onednn *d = bk->dnnl;
-    for (size_t i = 0; i < d->n; i++)
-        if (!memcmp(d->mm[i].key, key, sizeof d->mm[i].key))
-            return &d->mm[i];
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? 2 * d->cap : 16;
-        mm_entry *mm = realloc(d->mm, cap * sizeof *mm);
-        if (!mm)
-            return NULL;
-        d->mm = mm, d->cap = cap;
+    size_t at = 0;
+    if (d->slots) {
+        for (at = key_hash(key) & (d->slots - 1); d->index[at]; at = (at + 1) & (d->slots - 1))
+            if (!memcmp(&d->mm[d->index[at] - 1]->key, key, sizeof *key))
+                return d->mm[d->index[at] - 1];
     }
-    mm_entry *e = &d->mm[d->n++];
-    memset(e, 0, sizeof *e);
-    memcpy(e->key, key, sizeof e->key);
-    char impl[64];
-    e->prim = make_primitive(d, key, e->md, impl, sizeof impl);
+    if (2 * (d->n + 1) > d->slots) { /* grow: the entries' list and a rebuilt index */
+        size_t slots = d->slots ? 2 * d->slots : 64;
+        size_t *index = calloc(slots, sizeof *index);
+        mm_entry **mm = realloc(d->mm, slots / 2 * sizeof *mm);
+        if (!index || !mm) {
+            free(index);
+            if (mm)
+                d->mm = mm;
+            return NULL;
+        }
+        d->mm = mm;
+        for (size_t i = 0; i < d->n; i++) {
+            size_t j = key_hash(&mm[i]->key) & (slots - 1);
+            while (index[j])
+                j = (j + 1) & (slots - 1);
+            index[j] = i + 1;
+        }
+        free(d->index);
+        d->index = index, d->slots = slots;
+        for (at = key_hash(key) & (slots - 1); index[at]; at = (at + 1) & (slots - 1))
+            ;
+    }
+    mm_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    d->mm[d->n++] = e;
+    d->index[at] = d->n;
+    e->key = *key;
+    char impl[64], batch[96] = "", extra[64] = "";
+    e->prim = make_primitive(d, key, e->md, &e->pad_bytes, impl, sizeof impl);
+    if (key->batch)
+        snprintf(batch, sizeof batch, "%lld of ", (long long)key->batch);
+    if (key->alpha != 1.0f || (key->flags & CPU_MM_ADD))
+        snprintf(extra, sizeof extra, ", times %g%s", key->alpha,
+                 key->flags & CPU_MM_ADD ? ", added to C" : "");
     bk->h->log(bk->h, BORA_LOG_DEBUG,
-               "oneDNN bf16 matmul %lld x %lld x %lld (strides %lld,%lld %lld,%lld %lld,%lld): "
+               "oneDNN bf16 matmul %s%lld x %lld x %lld (strides %lld,%lld %lld,%lld %lld,%lld%s): "
                "%s%s, made %s",
-               (long long)key[0], (long long)key[2], (long long)key[1], (long long)key[3],
-               (long long)key[4], (long long)key[5], (long long)key[6], (long long)key[7],
-               (long long)key[8], impl, e->prim ? "" : " (refused: widened to sgemm)",
+               batch, (long long)key->M, (long long)key->K, (long long)key->N,
+               (long long)key->sa[1], (long long)key->sa[2], (long long)key->sb[1],
+               (long long)key->sb[2], (long long)key->sc[1], (long long)key->sc[2], extra, impl,
+               e->prim ? "" : " (refused: widened to sgemm)",
                building ? "while building the graph" : "on its first run");
     return e;
+}
+
+const cpu_mm *cpu_mm_get(bora_backend *bk, const cpu_mm_key *key, int building)
+{
+    if (!bk->bf16_onednn || !bk->dnnl)
+        return NULL;
+    mm_entry *e = entry_for(bk, key, building);
+    return e && e->prim ? (const cpu_mm *)e : NULL;
 }
 
 /* A product whose A is read transposed and has many rows (a tied LM head's weight gradient,
@@ -204,21 +306,19 @@ static int transposed_route(const bora_kernel_args *a)
 
 /* The keys of a product's primitives: one, or the transposed route's two (full blocks and the
  * last, partial one; n 1 when M is a multiple of XB). */
-static int keys_of(const bora_kernel_args *a, int64_t key[2][9])
+static int keys_of(const bora_kernel_args *a, cpu_mm_key key[2])
 {
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
     int64_t M = C->dims[1], N = C->dims[2], K = A->dims[2];
+    memset(key, 0, 2 * sizeof *key);
     if (!transposed_route(a)) {
-        const int64_t k[9] = {M,
-                              N,
-                              K,
-                              A->strides[1],
-                              A->strides[2],
-                              B->strides[1],
-                              B->strides[2],
-                              C->strides[1],
-                              C->strides[2]};
-        memcpy(key[0], k, sizeof k);
+        key[0] = (cpu_mm_key){.M = M,
+                              .N = N,
+                              .K = K,
+                              .sa = {0, A->strides[1], A->strides[2]},
+                              .sb = {0, B->strides[1], B->strides[2]},
+                              .sc = {0, C->strides[1], C->strides[2]},
+                              .alpha = 1.0f};
         return 1;
     }
     const int64_t widths[2] = {XB, M % XB};
@@ -226,8 +326,13 @@ static int keys_of(const bora_kernel_args *a, int64_t key[2][9])
     for (int i = 0; i < 2 && widths[i]; i++) {
         /* (N × K, B's strides swapped) · (K × mb, A's swapped) -> N × mb, dense */
         int64_t mb = widths[i];
-        const int64_t k[9] = {N, mb, K, B->strides[2], B->strides[1], A->strides[2], 1, mb, 1};
-        memcpy(key[n++], k, sizeof k);
+        key[n++] = (cpu_mm_key){.M = N,
+                                .N = mb,
+                                .K = K,
+                                .sa = {0, B->strides[2], B->strides[1]},
+                                .sb = {0, A->strides[2], 1},
+                                .sc = {0, mb, 1},
+                                .alpha = 1.0f};
     }
     return n;
 }
@@ -241,19 +346,16 @@ static int entries_of(bora_backend *bk, const bora_kernel_args *a, int building,
     *st = 0;
     if (!bk->bf16_onednn || !bk->dnnl || C->dims[1] == 0 || C->dims[2] == 0 || A->dims[2] == 0)
         return 0;
-    int64_t key[2][9];
+    cpu_mm_key key[2];
     int n = keys_of(a, key);
-    /* made first, then looked up: making one may move the others (the table grows) */
     for (int i = 0; i < n; i++)
-        if (!entry_for(bk, key[i], building)) {
+        if (!(e[i] = entry_for(bk, &key[i], building))) {
             *st = BORA_ERR_NOMEM;
             return 0;
         }
-    for (int i = 0; i < n; i++) {
-        e[i] = entry_for(bk, key[i], building);
+    for (int i = 0; i < n; i++)
         if (!e[i]->prim)
             return 0;
-    }
     return n;
 }
 
@@ -266,26 +368,76 @@ bora_status cpu_prepare(bora_backend *bk, const bora_kernel_args *a)
         mm_entry *e[2];
         entries_of(bk, a, 1, &st, e);
     }
+    if (!st && (a->op == BORA_OP_ATTENTION || a->op == BORA_OP_ATTENTION_GRAD))
+        return cpu_prepare_attention(bk, a);
     return st ? bk->h->fail(bk->h, st, "out of memory making oneDNN's primitives") : BORA_OK;
 }
 
-/* One primitive run over the three operands' data. */
-static int run_entry(cpu_onednn *d, const mm_entry *e, void *const data[3])
+/* One primitive run over the three operands' data, on s (NULL: the backend's stream). */
+static int run_on(cpu_onednn *d, cpu_mm_stream *s, const mm_entry *e, void *const data[3])
 {
-    dnnl_memory_t mem[3] = {NULL, NULL, NULL};
-    int st = 0;
-    for (int i = 0; i < 3 && !st; i++)
-        if (dnnl_memory_create(&mem[i], &e->md[i], d->engine, data[i]) != dnnl_success)
+    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
+    int st = 0, n = 3;
+    void *ptr[4] = {data[0], data[1], data[2], NULL};
+    if ((e->key.flags & CPU_MM_THREADED) && e->pad_bytes) {
+        if (!s)
+            return BORA_ERR_INVALID;
+        if (s->pad_bytes < e->pad_bytes) {
+            free(s->pad);
+            s->pad = aligned_alloc(64, (e->pad_bytes + 63) / 64 * 64);
+            s->pad_bytes = s->pad ? e->pad_bytes : 0;
+            if (!s->pad)
+                return BORA_ERR_NOMEM;
+        }
+        ptr[n++] = s->pad;
+    }
+    for (int i = 0; i < n && !st; i++)
+        if (dnnl_memory_create(&mem[i], &e->md[i], d->engine, ptr[i]) != dnnl_success)
             st = BORA_ERR_NOMEM;
-    dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
-    if (!st && (dnnl_primitive_execute(e->prim, d->stream, 3, args) != dnnl_success ||
-                dnnl_stream_wait(d->stream) != dnnl_success))
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
+                               {DNNL_ARG_WEIGHTS, mem[1]},
+                               {DNNL_ARG_DST, mem[2]},
+                               {DNNL_ARG_SCRATCHPAD, mem[3]}};
+    dnnl_stream_t stream = s ? s->stream : d->stream;
+    if (!st && (dnnl_primitive_execute(e->prim, stream, n, args) != dnnl_success ||
+                dnnl_stream_wait(stream) != dnnl_success))
         st = BORA_ERR_DEVICE;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n; i++)
         if (mem[i])
             dnnl_memory_destroy(mem[i]);
     return st;
+}
+
+static int run_entry(cpu_onednn *d, const mm_entry *e, void *const data[3])
+{
+    return run_on(d, NULL, e, data);
+}
+
+cpu_mm_stream *cpu_mm_stream_new(bora_backend *bk)
+{
+    cpu_mm_stream *s = calloc(1, sizeof *s);
+    if (s && (!bk->dnnl || dnnl_stream_create(&s->stream, bk->dnnl->engine,
+                                              dnnl_stream_default_flags) != dnnl_success)) {
+        free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+void cpu_mm_stream_free(cpu_mm_stream *s)
+{
+    if (!s)
+        return;
+    dnnl_stream_destroy(s->stream);
+    free(s->pad);
+    free(s);
+}
+
+int cpu_mm_run(bora_backend *bk, cpu_mm_stream *s, const cpu_mm *m, const void *a, const void *b,
+               float *c)
+{
+    void *data[3] = {(void *)a, (void *)b, c};
+    return run_on(bk->dnnl, s, (const mm_entry *)m, data);
 }
 
 /* The transposed route (transposed_route): block after block of C's rows. */

@@ -43,7 +43,7 @@ static const bora_key gpt2_keys[] = {
     {"scale_attn_by_inverse_layer_idx", BORA_KEY_BOOL, 0, "false",
      "also divide attention scores by the layer index + 1 (Mistral's stability option)"},
     {"upcast_attn", BORA_KEY_BOOL, 0, "false",
-     "compute attention in f32 under mixed precision (Mistral's stability option)"},
+     "keep attention's products in f32 under trainer.mp c=bf16 (Mistral's stability option)"},
     {"gradient_checkpointing", BORA_KEY_BOOL, 0, "false",
      "recompute each block in the backward pass instead of keeping its activations"},
     {NULL, 0, 0, NULL, NULL},
@@ -213,7 +213,8 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
                                   .causal = 1,
                                   .scale = scale,
                                   .segment_ids = seg,
-                                  .key_length = key_length};
+                                  .key_length = key_length,
+                                  .upcast = m->upcast_attn};
         bora_tensor *att = A->attention(g, q, k, v, &ao);
         const char *heads[] = {"heads", "head_dim"};
         att = A->merge(g, att, 2, heads, "embed_in");

@@ -1,0 +1,365 @@
+/* tests/backend/test_attention_bf16.c — attention's products in bf16 under trainer.mp c=bf16 on
+ * the CPU backend (bora_opt_attention.product_dtype), forward and backward, in shapes that cross
+ * the 64-row blocks, with a causal mask, documents, a batch of one (the heads split between the
+ * threads), head widths past and short of whole registers, and q read strided:
+ *   - the output and the gradients of q, k and v equal a double-precision attention whose
+ *     products take their operands rounded to bf16 (q, k, v and the output's gradient, the
+ *     probabilities and their gradient) and accumulate exactly, within f32's rounding of the
+ *     softmax; and they miss the same attention without that rounding by several times more,
+ *     so the rounding happened;
+ *   - a second run gives the same bits;
+ *   - with the model's upcast (bora_attention_opts.upcast) the graph computes in bf16 yet
+ *     attention gives the bits of the f32 graph.
+ * The bf16 products run where oneDNN has a bf16 matmul (BORA_CPU_BF16_MATMUL=onednn is set);
+ * on a CPU without one the test says so and checks only that c=bf16 gives f32's bits there.
+ *
+ * usage: test_attention_bf16 PLUGIN_DIR */
+#include "../graph/rig.h"
+#include "../test.h"
+
+#include <math.h>
+
+static const char *plugin_dir;
+
+#define AX(n, s) ((bora_axis){(n), (s)})
+
+typedef struct acase {
+    const char *name;
+    int64_t B, H, T, E;
+    int causal, segments, q_strided;
+} acase;
+
+static const acase cases[] = {
+    {"causal 2x3x150x64, documents", 2, 3, 150, 64, 1, 1, 0},
+    {"batch of one, 4 heads split among threads, 130x32", 1, 4, 130, 32, 1, 0, 0},
+    {"not causal, head width 20, 70 rows", 2, 2, 70, 20, 0, 0, 0},
+    {"q strided, head width 24, 100 rows", 2, 2, 100, 24, 1, 0, 1},
+};
+
+static int32_t seg_of(int64_t b, int64_t t)
+{
+    return (int32_t)((t + 7 * b) / 37); /* documents of 37 positions, shifted per row */
+}
+
+static double bf(double x)
+{
+    float f = (float)x;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static double weight_of(int64_t i)
+{
+    return (double)(float)(sin(1.0 + (double)i * 0.37) + 0.2);
+}
+
+/* out = attention(q, k, v); loss = Σ out · w (so the output's gradient is w). */
+static bora_tensor *build(bora_graph *g, const acase *c, int upcast, bora_tensor **out)
+{
+    const bora_graph_api *A = g->api;
+    bora_axis qa[4] = {AX("batch", c->B), AX("heads", c->H), AX("position", c->T),
+                       AX("head_dim", c->E)};
+    if (c->q_strided)
+        qa[1] = AX("position", c->T), qa[2] = AX("heads", c->H);
+    bora_axis ka[4] = {AX("batch", c->B), AX("heads", c->H), AX("key_position", c->T),
+                       AX("head_dim", c->E)};
+    bora_tensor *q = bora_param(g, "q", BORA_DTYPE_F32, 4, qa, bora_init_normal(1.0), 0);
+    bora_tensor *k = bora_param(g, "k", BORA_DTYPE_F32, 4, ka, bora_init_normal(1.0), 0);
+    bora_tensor *v = bora_param(g, "v", BORA_DTYPE_F32, 4, ka, bora_init_normal(1.0), 0);
+    bora_attention_opts o = {.struct_size = sizeof o, .causal = c->causal, .upcast = upcast};
+    if (c->segments) {
+        bora_axis sa[2] = {AX("batch", c->B), AX("position", c->T)};
+        o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);
+    }
+    *out = A->attention(g, q, k, v, &o);
+    if (!*out)
+        return NULL;
+    /* (batch, heads, position, head_dim) whatever q's order */
+    const char *order[4] = {"batch", "heads", "position", "head_dim"};
+    *out = A->contiguous(g, A->permute(g, *out, 4, order));
+    bora_axis ax[4];
+    for (int i = 0; i < 4; i++)
+        ax[i] = A->axis(*out, i);
+    bora_tensor *w = bora_input(g, "w", BORA_DTYPE_F32, 4, ax);
+    bora_tensor *loss = A->reduce(g, BORA_OP_SUM, bora_mul(g, *out, w), 4, order);
+    return loss && loss->base != loss ? A->contiguous(g, loss) : loss;
+}
+
+/* One run's values, all (batch, heads, position, head_dim) dense. */
+typedef struct result {
+    float *q, *k, *v;    /* the parameters */
+    float *o;            /* the output */
+    float *dq, *dk, *dv; /* the gradients */
+} result;
+
+static void result_free(result *r)
+{
+    float *all[] = {r->q, r->k, r->v, r->o, r->dq, r->dk, r->dv};
+    for (int i = 0; i < 7; i++)
+        free(all[i]);
+}
+
+/* The param's values (or gradient) in (batch, heads, position, head_dim) order. */
+static float *grab(const acase *c, const float *p, int strided)
+{
+    int64_t B = c->B, H = c->H, T = c->T, E = c->E;
+    float *x = malloc(sizeof(float) * (size_t)(B * H * T * E));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t e = 0; e < E; e++) {
+                    int64_t at =
+                        strided ? ((b * T + t) * H + h) * E + e : ((b * H + h) * T + t) * E + e;
+                    x[((b * H + h) * T + t) * E + e] = p[at];
+                }
+    return x;
+}
+
+/* Build and run the case (twice: the second run's bits must equal the first's). */
+static int run_case(const acase *c, int compute, int upcast, result *res)
+{
+    rig r;
+    rig_open(&r, plugin_dir, 2, 5);
+    g_store_mixed(r.store, compute, 0, BORA_ABI_MINOR);
+    g_graph *ge = g_graph_new(r.store, BORA_MODE_EVAL), *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_tensor *out = NULL, *eout = NULL, *loss = build(&g->pub, c, upcast, &out);
+    build(&ge->pub, c, upcast, &eout);
+    g->output = loss;
+    ge->output = eout;
+    int ok = loss && eout && g_autodiff(g, loss) == BORA_OK && g_finalize(g) == BORA_OK &&
+             g_finalize(ge) == BORA_OK && g_store_materialize(r.store) == BORA_OK;
+    if (!ok) {
+        fprintf(stderr, "%s: build failed: %s%s\n", c->name, g->error, ge->error);
+        test_failures++;
+        g_graph_free(g);
+        g_graph_free(ge);
+        rig_close(&r);
+        return 0;
+    }
+    int64_t n = c->B * c->H * c->T * c->E;
+    float *w = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = (float)weight_of(i);
+    g_set_input(g, "w", w, sizeof(float) * (size_t)n);
+    g_set_input(ge, "w", w, sizeof(float) * (size_t)n);
+    free(w);
+    if (c->segments) {
+        int32_t *seg = malloc(sizeof(int32_t) * (size_t)(c->B * c->T));
+        for (int64_t b = 0; b < c->B; b++)
+            for (int64_t t = 0; t < c->T; t++)
+                seg[b * c->T + t] = seg_of(b, t);
+        g_set_input(g, "seg", seg, sizeof(int32_t) * (size_t)(c->B * c->T));
+        g_set_input(ge, "seg", seg, sizeof(int32_t) * (size_t)(c->B * c->T));
+        free(seg);
+    }
+    memset(res, 0, sizeof *res);
+    res->o = malloc(sizeof(float) * (size_t)n);
+    float *again = malloc(sizeof(float) * (size_t)n);
+    CHECK(g_run(ge) == BORA_OK && g_read(ge, eout, res->o, sizeof(float) * (size_t)n) == BORA_OK);
+    CHECK(g_run(ge) == BORA_OK && g_read(ge, eout, again, sizeof(float) * (size_t)n) == BORA_OK);
+    if (memcmp(res->o, again, sizeof(float) * (size_t)n)) {
+        fprintf(stderr, "%s: a second run gave other output bits\n", c->name);
+        test_failures++;
+    }
+    free(again);
+    const char *names[3] = {"q", "k", "v"};
+    float **grads[3] = {&res->dq, &res->dk, &res->dv}, **params[3] = {&res->q, &res->k, &res->v};
+    CHECK(g_store_zero_grads(r.store) == BORA_OK && g_run(g) == BORA_OK);
+    for (int i = 0; i < 3; i++) {
+        *params[i] = grab(c, rig_param(&r, names[i]), i == 0 && c->q_strided);
+        *grads[i] = grab(c, rig_grad(&r, names[i]), i == 0 && c->q_strided);
+    }
+    CHECK(g_store_zero_grads(r.store) == BORA_OK && g_run(g) == BORA_OK);
+    for (int i = 0; i < 3; i++) {
+        float *d = grab(c, rig_grad(&r, names[i]), i == 0 && c->q_strided);
+        if (memcmp(d, *grads[i], sizeof(float) * (size_t)n)) {
+            fprintf(stderr, "%s: a second run gave other bits for d%s\n", c->name, names[i]);
+            test_failures++;
+        }
+        free(d);
+    }
+    g_graph_free(g);
+    g_graph_free(ge);
+    rig_close(&r);
+    return 1;
+}
+
+/* Attention in double over the run's parameters; rounded: the products' operands rounded to
+ * bf16 as the backend rounds them. Writes o, dq, dk, dv (dense, as result). */
+static void reference(const acase *c, const result *in, int rounded, double *o, double *dq,
+                      double *dk, double *dv)
+{
+    int64_t T = c->T, E = c->E, S = c->T;
+    double scale = 1.0 / sqrt((double)E);
+    double (*rd)(double) = rounded ? bf : NULL;
+#define R(x) (rd ? rd(x) : (x))
+    double *p = malloc(sizeof(double) * (size_t)(T * S)),
+           *ds = malloc(sizeof(double) * (size_t)(T * S));
+    for (int64_t bh = 0; bh < c->B * c->H; bh++) {
+        int64_t b = bh / c->H, base = bh * T * E;
+        const float *q = in->q + base, *k = in->k + base, *v = in->v + base;
+        for (int64_t t = 0; t < T; t++) {
+            double m = -INFINITY;
+            for (int64_t s = 0; s < S; s++) {
+                int visible =
+                    (!c->causal || s <= t) && (!c->segments || seg_of(b, s) == seg_of(b, t));
+                double acc = 0;
+                for (int64_t e = 0; e < E; e++)
+                    acc += R(q[t * E + e]) * R(k[s * E + e]);
+                p[t * S + s] = visible ? acc * scale : -INFINITY;
+                m = fmax(m, p[t * S + s]);
+            }
+            double sum = 0;
+            for (int64_t s = 0; s < S; s++)
+                sum += p[t * S + s] = m == -INFINITY ? 0 : exp(p[t * S + s] - m);
+            for (int64_t s = 0; s < S; s++)
+                p[t * S + s] = sum > 0 ? p[t * S + s] / sum : 0;
+            for (int64_t e = 0; e < E; e++) {
+                double acc = 0;
+                for (int64_t s = 0; s < S; s++)
+                    acc += R(p[t * S + s]) * R(v[s * E + e]);
+                o[base + t * E + e] = acc;
+            }
+        }
+        /* dO = w; D = Σ dO · O; dS = P (dP - D) */
+        for (int64_t t = 0; t < T; t++) {
+            double d = 0;
+            for (int64_t e = 0; e < E; e++)
+                d += weight_of(base + t * E + e) * o[base + t * E + e];
+            for (int64_t s = 0; s < S; s++) {
+                double dp = 0;
+                for (int64_t e = 0; e < E; e++)
+                    dp += R(weight_of(base + t * E + e)) * R(v[s * E + e]);
+                ds[t * S + s] = p[t * S + s] * (dp - d);
+            }
+        }
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t e = 0; e < E; e++) {
+                double acc = 0;
+                for (int64_t s = 0; s < S; s++)
+                    acc += R(ds[t * S + s]) * R(k[s * E + e]);
+                dq[base + t * E + e] = scale * acc;
+            }
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t e = 0; e < E; e++) {
+                double ak = 0, av = 0;
+                for (int64_t t = 0; t < T; t++) {
+                    ak += R(ds[t * S + s]) * R(q[t * E + e]);
+                    av += R(p[t * S + s]) * R(weight_of(base + t * E + e));
+                }
+                dk[base + s * E + e] = scale * ak;
+                dv[base + s * E + e] = av;
+            }
+    }
+#undef R
+    free(p);
+    free(ds);
+}
+
+/* The largest and the mean difference, relative to the largest magnitude of want. */
+static void rel_err(const float *got, const double *want, int64_t n, double *worst, double *mean)
+{
+    double big = 0, sum = 0;
+    *worst = 0;
+    for (int64_t i = 0; i < n; i++)
+        big = fmax(big, fabs(want[i]));
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(got[i] - want[i]);
+        if (!(d <= *worst))
+            *worst = d;
+        sum += d;
+    }
+    *worst = big > 0 ? *worst / big : INFINITY;
+    *mean = big > 0 && n ? sum / (double)n / big : INFINITY;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s PLUGIN_DIR\n", argv[0]);
+        return 2;
+    }
+    plugin_dir = argv[1];
+    bora_log_set_level(BORA_LOG_WARN);
+    setenv("BORA_CPU_BF16_MATMUL", "onednn", 1);
+    rig probe;
+    int onednn = rig_try_open(&probe, plugin_dir, 2, 5) == BORA_OK;
+    if (onednn)
+        rig_close(&probe);
+    else {
+        unsetenv("BORA_CPU_BF16_MATMUL");
+        printf("oneDNN has no bf16 matmul on this CPU: checking only that c=bf16 keeps f32's "
+               "attention here\n");
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const acase *c = &cases[i];
+        int before = test_failures;
+        int64_t n = c->B * c->H * c->T * c->E;
+        size_t bytes = sizeof(float) * (size_t)n;
+        result lowp, up, f32;
+        if (!run_case(c, BORA_DTYPE_BF16, 0, &lowp) || !run_case(c, BORA_DTYPE_BF16, 1, &up) ||
+            !run_case(c, BORA_DTYPE_F32, 0, &f32))
+            continue;
+        /* upcast: the f32 graph's bits */
+        if (memcmp(up.o, f32.o, bytes) || memcmp(up.dq, f32.dq, bytes) ||
+            memcmp(up.dk, f32.dk, bytes) || memcmp(up.dv, f32.dv, bytes)) {
+            fprintf(stderr, "%s: upcast under c=bf16 does not give the f32 graph's bits\n",
+                    c->name);
+            test_failures++;
+        }
+        if (!onednn) {
+            if (memcmp(lowp.o, f32.o, bytes) || memcmp(lowp.dq, f32.dq, bytes)) {
+                fprintf(stderr, "%s: without oneDNN's bf16 matmul, c=bf16 changed attention\n",
+                        c->name);
+                test_failures++;
+            }
+            goto next;
+        }
+        double *want[2][4];
+        for (int rnd = 0; rnd < 2; rnd++) {
+            for (int j = 0; j < 4; j++)
+                want[rnd][j] = malloc(sizeof(double) * (size_t)n);
+            reference(c, &lowp, rnd, want[rnd][0], want[rnd][1], want[rnd][2], want[rnd][3]);
+        }
+        const float *got[4] = {lowp.o, lowp.dq, lowp.dk, lowp.dv};
+        const char *what[4] = {"output", "dq", "dk", "dv"};
+        for (int j = 0; j < 4; j++) {
+            double wr, mr, wu, mu;
+            rel_err(got[j], want[1][j], n, &wr, &mr);
+            rel_err(got[j], want[0][j], n, &wu, &mu);
+            /* The f32 softmax and accumulation stay far below bf16's rounding step (2^-8) on
+             * average; a probability or its gradient computed in f32 can round to the other
+             * neighbour now and then (a few elements in 10^4, each off by one step of its own
+             * magnitude), so the worst element only bounds the gross. */
+            if (!(mr <= 1e-5) || !(wr <= 2e-3) || !(mu >= 10 * mr)) {
+                fprintf(stderr,
+                        "%s, %s: from the rounded products %.3g on average (at most 1e-5), %.3g "
+                        "at worst (at most 2e-3); from the unrounded ones %.3g on average (at "
+                        "least 10 times more)\n",
+                        c->name, what[j], mr, wr, mu);
+                test_failures++;
+            } else {
+                printf("  %s: from rounded products %.2g on average, %.2g at worst; from "
+                       "unrounded %.2g on average\n",
+                       what[j], mr, wr, mu);
+            }
+        }
+        for (int rnd = 0; rnd < 2; rnd++)
+            for (int j = 0; j < 4; j++)
+                free(want[rnd][j]);
+    next:
+        if (test_failures == before)
+            printf("%-52s %s\n", c->name,
+                   onednn ? "bf16 products as rounded in double; upcast gives f32's bits"
+                          : "f32's bits");
+        result_free(&lowp);
+        result_free(&up);
+        result_free(&f32);
+    }
+    if (test_failures)
+        fprintf(stderr, "test_attention_bf16: %d failure(s)\n", test_failures);
+    return test_failures ? 1 : 0;
+}
