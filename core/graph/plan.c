@@ -510,7 +510,8 @@ static double now_s(void)
 }
 
 /* BORA_PROFILE=1: each node's time is added up, and g_profile_print reports them by op and by
- * node (the heaviest first) when the graph is freed. */
+ * node (the heaviest first: 40, or BORA_PROFILE's value where it is larger) when the graph is
+ * freed. */
 static int profile_on(void)
 {
     static int on = -1;
@@ -557,7 +558,11 @@ void g_profile_print(g_graph *g)
     for (size_t i = 0; i < g->n_nodes; i++)
         top[i][0] = g->prof_s[i], top[i][1] = (double)i;
     qsort(top, g->n_nodes, sizeof *top, by_time_desc);
-    for (size_t j = 0; j < g->n_nodes && j < 40 && top[j][0] > 0; j++) {
+    const char *e = getenv("BORA_PROFILE");
+    long limit = e ? strtol(e, NULL, 10) : 0;
+    if (limit < 40)
+        limit = 40;
+    for (size_t j = 0; j < g->n_nodes && j < (size_t)limit && top[j][0] > 0; j++) {
         const gnode *n = g->nodes[(size_t)top[j][1]];
         char d[256];
         g_describe(n->out[0], d, sizeof d);
