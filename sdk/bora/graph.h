@@ -252,8 +252,10 @@ typedef struct bora_attention_opts {
     const char *head_dim_axis; /* contracted between q and k */
     bora_tensor *key_length;   /* NULL, or a runtime extent (bora_extent): keys at and past it
                                   are not attended, and queries are its last positions */
-    int32_t upcast;            /* (ABI 1.7) 1: keep the products in f32 when the graph computes
-                                  in bf16 (trainer.mp c=bf16); 0: the backend may take bf16 */
+    int32_t upcast;            /* (ABI 1.7) 1: keep a backend's attention kernel in f32 when
+                                  the graph computes in bf16 (trainer.mp c=bf16); 0: it may take
+                                  bf16 products. (Where the backend has no attention kernel, the
+                                  products are the graph's matmuls, bf16 under c=bf16.) */
 } bora_attention_opts;
 
 /* The builder's functions; reached through every graph, so call sites read bora_add(g, a, b). */
