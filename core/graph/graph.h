@@ -139,6 +139,7 @@ struct g_store {
     int fused_bf16;      /* the backend's fused groups take bf16 COPY outputs (ABI 1.5) */
     int fused_bf16_in;   /* and bf16 COPY inputs (ABI 1.6) */
     int attention_bf16;  /* attention's products may be bf16 under c=bf16 (ABI 1.7) */
+    int scatter_init;    /* SCATTER_ADD may add into a third input's values (ABI 1.7) */
     int residual_dtype;  /* trainer.mp's r: the residual stream's dtype in memory (0: f32) */
     int shadows_stale;   /* the parameters changed outside an apply graph */
     bora_buffer *shadow; /* param_bytes / 2 */

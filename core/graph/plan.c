@@ -205,6 +205,88 @@ static int fuse_xent(g_graph *g)
     return 0;
 }
 
+/* Whether v is a dense row-major 2-d view of its elements: dims (V, D), strides (D, 1). */
+static int dense_2d(const gval *v)
+{
+    return v->ndim == 2 && (v->dims[1] <= 1 || v->strides[1] == 1) &&
+           (v->dims[0] <= 1 || v->strides[0] == v->dims[1]);
+}
+
+/* Whether v's elements are the whole of its base, dense, in v's order. */
+static int whole_base(const gval *v)
+{
+    const gval *b = v->base;
+    if (v->offset != 0 || g_numel(v) != g_numel(b) || !dense_2d(v))
+        return 0;
+    int64_t stride = 1;
+    for (int i = b->ndim - 1; i >= 0; i--) {
+        if (b->dims[i] > 1 && b->strides[i] != stride)
+            return 0;
+        stride *= b->dims[i];
+    }
+    return 1;
+}
+
+/* An embedding's gradient added to another gradient of the same table (a tied LM head's),
+ * ADD(x, SCATTER_ADD(ids, rows)), as one SCATTER_ADD(ids, rows, x): the rows added into x's
+ * values, in place where x's whole dense base is read by the ADD alone (the head's product then
+ * writes the gradient's buffer itself, or the sum moves onto x's storage), else into a copy. No
+ * table of zeros, no pass adding two tables: only the rows named are touched. Each element is
+ * x's value plus its rows in order. Only for backends built for ABI 1.7 or later (an older one
+ * would take the third input for nothing). BORA_NO_FUSION turns it off. */
+static void scatter_into(g_graph *g)
+{
+    if (!g->store->scatter_init)
+        return;
+    for (size_t ai = 0; ai < g->n_nodes; ai++) {
+        gnode *A = g->nodes[ai];
+        if (A->op != BORA_OP_ADD || A->nin != 2 || A->nout != 1)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            gval *y = A->in[k], *x = A->in[1 - k], *z = A->out[0], *yb = y->base;
+            gnode *S = yb->node;
+            if (!S || S->op != BORA_OP_SCATTER_ADD || S->nin != 2 || S->nout != 1 ||
+                S->out[0] != yb || yb->storage != S_ARENA || yb == g->output->base ||
+                !read_only_by(g, yb, A, A) || !whole_base(y) || !dense_2d(yb) || z->base != z ||
+                z == g->output->base || !dense_2d(z) || !dense_2d(x) || x->dtype != z->dtype ||
+                x->base == z || x->dims[0] != z->dims[0] || x->dims[1] != z->dims[1])
+                continue;
+            gval *operands[4] = {S->in[0], S->in[1], x, z};
+            if (!has_kernel(g, BORA_OP_SCATTER_ADD, operands, 4))
+                continue;
+            gval *xb = x->base;
+            if (whole_base(x) && xb->storage == S_ARENA && xb != g->output->base &&
+                read_only_by(g, xb, A, A)) {
+                if (z->storage == S_GRAD) { /* x's producer writes the gradient's buffer */
+                    xb->storage = S_GRAD;
+                    xb->slot = z->slot;
+                } else if (z->storage == S_ARENA) { /* z and its views onto x's storage */
+                    for (size_t v = 0; v < g->n_vals; v++)
+                        if (g->vals[v]->base == z && g->vals[v] != z)
+                            g->vals[v]->base = xb;
+                    z->base = xb;
+                }
+            }
+            /* S, reading x too and writing z, takes A's place (x and S's inputs are made by
+             * then) */
+            S->in[S->nin++] = x;
+            S->out[0] = z;
+            z->node = S;
+            yb->node = NULL;
+            size_t si = (size_t)S->id;
+            memmove(&g->nodes[si], &g->nodes[si + 1], sizeof *g->nodes * (ai - si));
+            g->nodes[ai - 1] = S;
+            memmove(&g->nodes[ai], &g->nodes[ai + 1], sizeof *g->nodes * (g->n_nodes - ai - 1));
+            g->n_nodes--;
+            for (size_t i = si; i < g->n_nodes; i++)
+                g->nodes[i]->id = (int)i;
+            free(A);
+            ai = si; /* look again from S's old place */
+            break;
+        }
+    }
+}
+
 /* Under trainer.mp r=bf16 the residual stream is kept in bf16 and widened (a COPY to f32) for
  * the ops that read it. A reader whose kernel takes the bf16 value itself (LayerNorm and its
  * gradient on the CPU backend) reads that instead, with the same bits, and the widening moves to
@@ -300,6 +382,8 @@ bora_status g_finalize(g_graph *g)
     }
     if (fusion)
         fuse_sum_squares(g);
+    if (fusion)
+        scatter_into(g);
     if (fusion && read_bf16_directly(g)) {
         free(needed);
         free(iv);

@@ -148,7 +148,10 @@ typedef enum bora_op {
     BORA_OP_XENT = 27,           /* logits (R, V), targets i32 (R) -> loss sum (), lse (R) */
     BORA_OP_XENT_GRAD = 28,      /* (logits, targets, lse, dloss ()) -> dlogits (R, V) */
     BORA_OP_GATHER = 29,         /* table (V, D), ids i32 (R) -> (R, D) */
-    BORA_OP_SCATTER_ADD = 30,    /* ids i32 (R), rows (R, D) -> table (V, D), zeros elsewhere */
+    BORA_OP_SCATTER_ADD = 30,    /* ids i32 (R), rows (R, D) -> table (V, D), zeros elsewhere;
+                                    ABI 1.7: with a third input init (V, D), dense like the
+                                    table, the rows go onto init's values (init may be the
+                                    output's own storage) */
     /* q (B,H,T,E), k (B,H,S,E), v (B,H,S,E), [seg_q (B,T), seg_k (B,S)], [key length ()]
      * -> out (B,H,T,E), lse (B,H,T) */
     BORA_OP_ATTENTION = 31,

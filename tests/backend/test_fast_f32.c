@@ -1,11 +1,14 @@
 /* tests/backend/test_fast_f32.c — the CPU backend's fast f32 kernels at the sizes a model meets
  * (blocked attention on oneDNN, forward and backward, also with head widths and key counts that
  * are not whole registers; a tied embedding and LM head, whose weight gradient is the head's
- * product computed in the table's own order plus the embedding's scatter-add; LayerNorm over dense rows) against the backend's f64 path on the same
+ * product computed in the table's own order with the embedding's rows added onto it in place, one
+ * SCATTER_ADD and no table add left in the graph; LayerNorm over dense rows) against the
+ * backend's f64 path on the same
  * values: a graph is built twice, in f32 and in f64, the f64 parameters are set to the f32 ones,
  * and the loss Σ out·w, its output and every parameter's gradient are compared (relative to the
  * largest magnitude of each tensor: 2e-5 forward, 1e-4 gradients). The f32 results must also be
- * the same bits at 1 and 2 threads.
+ * the same bits at 1 and 2 threads (the 1-thread run's train graph writing its gradients
+ * straight into their buffers, as a step of one micro-batch does, the other adding them).
  *
  * usage: test_fast_f32 PLUGIN_DIR */
 #include "../graph/rig.h"
@@ -14,6 +17,7 @@
 #include <math.h>
 
 static const char *plugin_dir;
+static int write_grads; /* the train graph writes its gradients (one micro-batch a step) */
 
 #define AX(n, s) ((bora_axis){(n), (s)})
 
@@ -134,9 +138,11 @@ static int run_case(const acase *c, int dt, int threads, const rig *from, result
 {
     rig r;
     rig_open(&r, plugin_dir, threads, 5);
+    g_store_mixed(r.store, 0, 0, BORA_ABI_MINOR); /* f32, with what this backend's ABI allows */
     /* the output from an eval graph (a train graph's arena reuses its bytes), the gradients
      * from a train graph; both over the same parameters */
     g_graph *ge = g_graph_new(r.store, BORA_MODE_EVAL), *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    g->grads_write = write_grads;
     bora_tensor *out = NULL, *eout = NULL, *loss = build(&g->pub, c, dt, &out);
     build(&ge->pub, c, dt, &eout);
     g->output = loss;
@@ -150,6 +156,29 @@ static int run_case(const acase *c, int dt, int threads, const rig *from, result
         g_graph_free(ge);
         rig_close(&r);
         return 0;
+    }
+    if (c->kind == TIED) {
+        /* the table's two gradients in one node: the rows added onto the head's product, in
+         * its own storage (no table of zeros, no add of two tables) */
+        int into = 0, in_place = 0, adds = 0;
+        for (size_t i = 0; i < g->n_nodes; i++) {
+            const gnode *n = g->nodes[i];
+            if (n->op == BORA_OP_SCATTER_ADD && n->nin == 3) {
+                into++;
+                in_place +=
+                    n->in[2]->base == n->out[0]->base ||
+                    (n->in[2]->base->storage == S_GRAD && n->out[0]->base->storage == S_GRAD);
+            }
+            adds += n->op == BORA_OP_ADD && n->out[0]->ndim == 2 && n->out[0]->dims[0] == c->S &&
+                    n->out[0]->dims[1] == c->E;
+        }
+        if (into != 1 || in_place != 1 || adds != 0) {
+            fprintf(stderr,
+                    "%s: %d scatter_add onto the head's product (%d in place), %d table adds "
+                    "left (want 1, 1, 0)\n",
+                    c->name, into, in_place, adds);
+            test_failures++;
+        }
     }
     size_t es = bora_dtype_size(dt);
     if (from) { /* the f32 run's parameter values, widened */
@@ -269,7 +298,9 @@ int main(int argc, char **argv)
             continue;
         run_case(c, BORA_DTYPE_F64, 2, &r32, &f64, NULL);
         rig_close(&r32);
+        write_grads = 1; /* the same bits whether gradients are written or added to zeros */
         run_case(c, BORA_DTYPE_F32, 1, NULL, &f32_1, NULL);
+        write_grads = 0;
         /* the loops of the reference kernel round differently: the fast path really ran */
         result ref = {0};
         if (c->kind != ATTENTION)

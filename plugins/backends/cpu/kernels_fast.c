@@ -720,17 +720,25 @@ int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a)
 {
     (void)b;
     const bora_tensor_desc *ids = &a->inputs[0], *src = &a->inputs[1], *o = &a->outputs[0];
+    const bora_tensor_desc *init = a->n_inputs > 2 ? &a->inputs[2] : NULL;
     int64_t rows = ids->dims[0], V = o->dims[0], D = o->dims[1];
     if ((D > 1 && (o->strides[1] != 1 || src->strides[1] != 1)) || (V > 1 && o->strides[0] != D))
+        return -1;
+    if (init && ((D > 1 && init->strides[1] != 1) || (V > 1 && init->strides[0] != D)))
         return -1;
     float *out = o->data;
     const float *s = src->data;
     const int32_t *id = ids->data;
     int64_t n = V * D, chunks = (n + FAST_CHUNK - 1) / FAST_CHUNK;
+    if (!init || init->data != out) { /* zeros, or init's values copied (none when in place) */
 #pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; c++) {
-        int64_t i0 = c * FAST_CHUNK, len = n - i0 < FAST_CHUNK ? n - i0 : FAST_CHUNK;
-        memset(out + i0, 0, sizeof(float) * (size_t)len);
+        for (int64_t c = 0; c < chunks; c++) {
+            int64_t i0 = c * FAST_CHUNK, len = n - i0 < FAST_CHUNK ? n - i0 : FAST_CHUNK;
+            if (init)
+                memmove(out + i0, (const float *)init->data + i0, sizeof(float) * (size_t)len);
+            else
+                memset(out + i0, 0, sizeof(float) * (size_t)len);
+        }
     }
     int64_t jobs = (D + SCATTER_COLS - 1) / SCATTER_COLS;
 #pragma omp parallel for schedule(static)

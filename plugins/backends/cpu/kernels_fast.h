@@ -14,8 +14,8 @@ int fast_xent_grad_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_xent_fused_f32(bora_backend *b, const bora_kernel_args *a, int *bad_target);
 int fast_sum_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_sum_squares_f32(bora_backend *b, const bora_kernel_args *a);
-/* the embedding's gradient: zero the table, then each fixed block of columns adds the rows in
- * order (the reference's order per element) */
+/* the embedding's gradient: zero the table (or copy a third input's values, none in place), then
+ * each fixed block of columns adds the rows in order (the reference's order per element) */
 int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a);
 /* LayerNorm and its gradient over rows dense in their last axis (16 double lanes per row sum,
  * parameter gradients by fixed blocks of columns, rows in order) */

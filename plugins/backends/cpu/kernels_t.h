@@ -393,16 +393,19 @@ static bora_status K(gather)(bora_backend *b, const bora_kernel_args *a)
     return bad ? BORA_ERR_INVALID : BORA_OK;
 }
 
-/* out (V, D) = Σ rows into the rows their ids name; columns in parallel, rows in order. */
+/* out (V, D) = Σ rows into the rows their ids name, onto zeros or (a third input) init's values;
+ * columns in parallel, rows in order. */
 static bora_status K(scatter_add)(bora_backend *b, const bora_kernel_args *a)
 {
     (void)b;
     const bora_tensor_desc *ids = &a->inputs[0], *src = &a->inputs[1], *o = &a->outputs[0];
+    const bora_tensor_desc *init = a->n_inputs > 2 ? &a->inputs[2] : NULL;
     int64_t rows = ids->dims[0], V = o->dims[0], D = o->dims[1];
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < D; i++) {
         for (int64_t v = 0; v < V; v++)
-            ((T *)o->data)[v * o->strides[0] + i * o->strides[1]] = 0;
+            ((T *)o->data)[v * o->strides[0] + i * o->strides[1]] =
+                init ? ((const T *)init->data)[v * init->strides[0] + i * init->strides[1]] : 0;
         for (int64_t r = 0; r < rows; r++) {
             int32_t id = ((const int32_t *)ids->data)[r * ids->strides[0]];
             if (id < 0 || id >= V)
