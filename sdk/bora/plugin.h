@@ -64,8 +64,9 @@ extern "C" {
  * host passes only to backends built for 1.5 or later, and appends BORA_OP_SUM_SQUARES; 1.6
  * appends bora_graph_api.residual and bora_backend_ops.prepare, and lets a fused group's COPY
  * step read bf16, which the host passes only to backends built for 1.6 or later; 1.7 appends
- * bora_opt_attention.product_dtype, set only for backends built for 1.7 or later, and
- * bora_attention_opts.upcast). A minor bump
+ * bora_opt_attention.product_dtype and bora_attention_opts.upcast, and lets BORA_OP_SCATTER_ADD
+ * take a third input, its initial values: the host sets the one and passes the other only to
+ * backends built for 1.7 or later). A minor bump
  * only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
 #define BORA_ABI_MINOR 7
