@@ -232,8 +232,9 @@ static int whole_base(const gval *v)
  * values, in place where x's whole dense base is read by the ADD alone (the head's product then
  * writes the gradient's buffer itself, or the sum moves onto x's storage), else into a copy. No
  * table of zeros, no pass adding two tables: only the rows named are touched. Each element is
- * x's value plus its rows in order. Only for backends built for ABI 1.7 or later (an older one
- * would take the third input for nothing). BORA_NO_FUSION turns it off. */
+ * x's value plus its rows in order: a different order of the same sums, so it is done with or
+ * without BORA_NO_FUSION (fused and unfused runs keep the same bits). Only for backends built
+ * for ABI 1.7 or later (an older one would take the third input for nothing). */
 static void scatter_into(g_graph *g)
 {
     if (!g->store->scatter_init)
@@ -284,6 +285,68 @@ static void scatter_into(g_graph *g)
             ai = si; /* look again from S's old place */
             break;
         }
+    }
+}
+
+/* Whether v is dense in its own axes' order (axes of one element aside). */
+static int dense_any(const gval *v)
+{
+    int64_t stride = 1;
+    for (int i = v->ndim - 1; i >= 0; i--) {
+        if (v->dims[i] > 1 && v->strides[i] != stride)
+            return 0;
+        stride *= v->dims[i];
+    }
+    return 1;
+}
+
+/* Under trainer.mp c=bf16 the fused cross-entropy's gradient (written over the logits) reaches
+ * the LM head's bf16 products through one rounding COPY. Where the backend takes a bf16
+ * gradient, the fused node writes the COPY's bf16 value itself, each row's f32 gradient rounded
+ * as the COPY rounds it (the same bits), and the COPY drops out: the logits' bytes are read
+ * once and half as many written. BORA_NO_FUSION turns it off. */
+static void xent_writes_bf16(g_graph *g)
+{
+    for (size_t xi = 0; xi < g->n_nodes; xi++) {
+        gnode *X = g->nodes[xi];
+        if (X->op != BORA_OP_XENT_FUSED || X->nin != 3 || X->nout != 3)
+            continue;
+        gval *x = X->in[0], *dl = X->out[2];
+        if (dl->dtype != BORA_DTYPE_F32 || dl->base != x->base || dl->offset != 0 ||
+            !dense_2d(dl) || g_numel(dl) != g_numel(x->base))
+            continue;
+        gnode *C = NULL; /* the one node but X reading the logits' storage */
+        int others = 0;
+        for (size_t i = 0; i < g->n_nodes; i++) {
+            gnode *n = g->nodes[i];
+            if (n == X || n->op == G_VIEW)
+                continue;
+            for (int k = 0; k < n->nin; k++)
+                if (n->in[k]->base == x->base) {
+                    others += C != NULL || n->op != BORA_OP_COPY || n->nin != 1;
+                    C = C ? C : n;
+                }
+        }
+        if (!C || others || C->nout != 1)
+            continue;
+        gval *r = C->in[0], *c = C->out[0];
+        if (!c->mp_cast || c->dtype != BORA_DTYPE_BF16 || c->base != c || c->storage != S_ARENA ||
+            c == g->output->base || r->offset != 0 || g_numel(r) != g_numel(dl) ||
+            g_numel(c) != g_numel(dl) || !dense_any(r) || !dense_any(c))
+            continue;
+        gval *operands[6] = {x, X->in[1], X->in[2], X->out[0], X->out[1], c};
+        if (!has_kernel(g, BORA_OP_XENT_FUSED, operands, 6))
+            continue;
+        /* dl becomes the bf16 value's 2-d view (the same elements in the same order) */
+        dl->dtype = BORA_DTYPE_BF16;
+        dl->base = c;
+        c->node = X;
+        size_t ci = (size_t)C->id;
+        memmove(&g->nodes[ci], &g->nodes[ci + 1], sizeof *g->nodes * (g->n_nodes - ci - 1));
+        g->n_nodes--;
+        for (size_t i = ci; i < g->n_nodes; i++)
+            g->nodes[i]->id = (int)i;
+        free(C);
     }
 }
 
@@ -382,8 +445,9 @@ bora_status g_finalize(g_graph *g)
     }
     if (fusion)
         fuse_sum_squares(g);
+    scatter_into(g); /* (its sums, so fused or not) */
     if (fusion)
-        scatter_into(g);
+        xent_writes_bf16(g);
     if (fusion && read_bf16_directly(g)) {
         free(needed);
         free(iv);
@@ -401,9 +465,9 @@ bora_status g_finalize(g_graph *g)
         gnode *n = g->nodes[i];
         if (!needed[i])
             continue;
-        for (int o = 0; o < n->nout; o++) {
-            gval *v = n->out[o];
-            if (v->base == v && v->first_use < 0)
+        for (int o = 0; o < n->nout; o++) { /* (a view's base too: xent_writes_bf16's) */
+            gval *v = n->out[o]->base;
+            if (v->first_use < 0)
                 v->first_use = v->last_use = (int)i;
         }
         for (int k = 0; k < n->nin; k++)

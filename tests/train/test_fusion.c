@@ -9,7 +9,8 @@
  * in scratch tiles. Under trainer.mp c=bf16 the same pass also writes every parameter's bf16 copy:
  * still one kernel per group, no kernel more in all, the copies the bf16 rounding of the new
  * parameters, fused and unfused alike. Then cross-entropy with its gradient, one kernel over the
- * logits in place against two (check_xent). On the CPU backend, each update group runs as its
+ * logits in place against two (check_xent), and under c=bf16 that kernel writing the gradient
+ * in bf16 for the head's products, no rounding COPY after it, with the unfused bits. On the CPU backend, each update group runs as its
  * one-pass AdamW kernel (its -v message, captured), and still gives the unfused bits.
  *
  * usage: test_fusion PLUGIN_DIR */
@@ -173,14 +174,17 @@ typedef struct xent_outcome {
     float *grads;
     size_t grad_bytes, arena, naive;
     uint64_t runs_fused, runs_grad;
+    int casts; /* c=bf16: COPY nodes rounding the logits' gradient to bf16 */
 } xent_outcome;
 
-static void run_xent(const char *plugin_dir, int fused, xent_outcome *o)
+static void run_xent(const char *plugin_dir, int fused, int bf16, xent_outcome *o)
 {
     memset(o, 0, sizeof *o);
     set_fusion(fused);
     rig r;
     rig_open(&r, plugin_dir, 2, 5);
+    if (bf16)
+        g_store_mixed(r.store, BORA_DTYPE_BF16, 0, BORA_ABI_MINOR);
     g_graph *train = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *g = &train->pub;
     /* rows enough that the logits and their gradient make the graph's peak */
@@ -211,6 +215,11 @@ static void run_xent(const char *plugin_dir, int fused, xent_outcome *o)
     o->naive = train->naive_bytes;
     o->runs_fused = train->op_runs[BORA_OP_XENT_FUSED];
     o->runs_grad = train->op_runs[BORA_OP_XENT_GRAD];
+    for (size_t i = 0; i < train->n_nodes; i++) {
+        const gnode *nd = train->nodes[i];
+        o->casts += nd->op == BORA_OP_COPY && nd->out[0]->dtype == BORA_DTYPE_BF16 &&
+                    g_numel(nd->out[0]) == 400 * 1003;
+    }
     g_graph_free(train);
     rig_close(&r);
     unsetenv("BORA_NO_FUSION");
@@ -219,8 +228,8 @@ static void run_xent(const char *plugin_dir, int fused, xent_outcome *o)
 static void check_xent(const char *plugin_dir)
 {
     xent_outcome f, u;
-    run_xent(plugin_dir, 1, &f);
-    run_xent(plugin_dir, 0, &u);
+    run_xent(plugin_dir, 1, 0, &f);
+    run_xent(plugin_dir, 0, 0, &u);
     printf("cross-entropy: loss %.7f; fused: %llu kernel, arena %zu bytes; unfused: %llu "
            "gradient kernel, arena %zu bytes\n",
            f.loss, (unsigned long long)f.runs_fused, f.arena, (unsigned long long)u.runs_grad,
@@ -244,6 +253,20 @@ static void check_xent(const char *plugin_dir)
     size_t logits_bytes = (400 * 1003 * sizeof(float) + 63) & ~(size_t)63;
     CHECK(u.naive == f.naive + logits_bytes);
     CHECK(f.arena + logits_bytes * 9 / 10 <= u.arena);
+    free(f.grads);
+    free(u.grads);
+    /* c=bf16: the head's bf16 products read the gradient rounded to bf16; fused, the
+     * cross-entropy writes it so (no COPY left) with the bits of the COPY after it */
+    run_xent(plugin_dir, 1, 1, &f);
+    run_xent(plugin_dir, 0, 1, &u);
+    printf("cross-entropy, c=bf16: loss %.7f; gradient casts: %d fused, %d unfused\n", f.loss,
+           f.casts, u.casts);
+    CHECK(f.runs_fused == 1 && u.runs_grad == 1 && f.casts == 0 && u.casts == 1);
+    CHECK(f.loss == u.loss && f.loss > 0 && f.grads && u.grads && f.grad_bytes == u.grad_bytes);
+    if (f.grads && u.grads && memcmp(f.grads, u.grads, f.grad_bytes)) {
+        fprintf(stderr, "cross-entropy, c=bf16: the gradients differ fused and unfused\n");
+        test_failures++;
+    }
     free(f.grads);
     free(u.grads);
 }

@@ -441,6 +441,18 @@ static bora_status xent_fused_any_f32(bora_backend *b, const bora_kernel_args *a
     return xent_status(b, a, r, bad, xent_fused_f32);
 }
 
+/* The same with the gradient written in bf16 (trainer.mp c=bf16, where it feeds the head's bf16
+ * products): dense rows only. */
+static bora_status xent_fused_bf16_grad(bora_backend *b, const bora_kernel_args *a)
+{
+    int bad = 0, r = fast_xent_fused_f32(b, a, &bad);
+    if (r == -1)
+        return b->h->fail(b->h, BORA_ERR_UNSUPPORTED,
+                          "cross-entropy with a bf16 gradient: the logits and the gradient must "
+                          "be dense rows");
+    return xent_status(b, a, r, bad, NULL);
+}
+
 static bora_status attention_any_f32(bora_backend *b, const bora_kernel_args *a)
 {
     int r = a->op == BORA_OP_ATTENTION ? fast_attention_f32(b, a) : fast_attention_grad_f32(b, a);
@@ -483,6 +495,14 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
                       "f32's speed",
                       b->bf16_why);
         return matmul_bf16;
+    }
+    /* cross-entropy fused with its gradient written in bf16: logits, targets (i32), dloss ->
+     * loss, lse, dlogits (bf16) */
+    if (op == BORA_OP_XENT_FUSED && n == 6 && dt[5] == BORA_DTYPE_BF16) {
+        for (uint32_t i = 0; i < 5; i++)
+            if (dt[i] != (i == 1 ? BORA_DTYPE_I32 : BORA_DTYPE_F32))
+                return NULL;
+        return xent_fused_bf16_grad;
     }
     /* LayerNorm and its gradient over a bf16 x (the residual stream under r=bf16), the rest f32 */
     if ((op == BORA_OP_LAYERNORM || op == BORA_OP_LAYERNORM_GRAD) && n > 1 &&

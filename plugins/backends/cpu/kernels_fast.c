@@ -206,27 +206,41 @@ int fast_xent_fused_f32(bora_backend *b, const bora_kernel_args *a, int *bad_tar
     const bora_opt_xent *opt = a->options;
     float dloss = *(const float *)a->inputs[2].data;
     int64_t rows = x->dims[0], V = x->dims[1];
+    int bf16 = o->dtype == BORA_DTYPE_BF16; /* each row's f32 gradient rounded on its way out */
     if ((x->strides[1] != 1 || o->strides[1] != 1) && V > 1)
         return -1;
     double *per_row = malloc(sizeof(double) * (size_t)(rows ? rows : 1));
     if (!per_row)
         return -2;
     float *lse_out = a->outputs[1].data;
-    int bad = 0;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = (const float *)x->data + r * x->strides[0];
-        int32_t tgt = ((const int32_t *)t->data)[r * t->strides[0]];
-        if (xent_row(b->simd, xr, V, tgt, opt, &lse_out[r], &per_row[r]))
+    int bad = 0, failed = 0;
+#pragma omp parallel
+    {
+        float *row = bf16 ? malloc(sizeof(float) * (size_t)(V ? V : 1)) : NULL;
+        if (bf16 && !row)
 #pragma omp atomic write
-            bad = 1;
-        xent_grad_row(b->simd, (float *)o->data + r * o->strides[0], xr, V, tgt, opt, lse_out[r],
-                      dloss);
+            failed = 1;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = (const float *)x->data + r * x->strides[0];
+            int32_t tgt = ((const int32_t *)t->data)[r * t->strides[0]];
+            if (xent_row(b->simd, xr, V, tgt, opt, &lse_out[r], &per_row[r]))
+#pragma omp atomic write
+                bad = 1;
+            if (!bf16) {
+                xent_grad_row(b->simd, (float *)o->data + r * o->strides[0], xr, V, tgt, opt,
+                              lse_out[r], dloss);
+            } else if (row) {
+                xent_grad_row(b->simd, row, xr, V, tgt, opt, lse_out[r], dloss);
+                b->simd->to_bf16((uint16_t *)o->data + r * o->strides[0], row, V);
+            }
+        }
+        free(row);
     }
     *(float *)a->outputs[0].data = xent_total(per_row, rows);
     free(per_row);
     *bad_target = bad;
-    return 0;
+    return failed ? -2 : 0;
 }
 
 /* Sum over the trailing axes when they collapse into one strided axis and the kept axes into
