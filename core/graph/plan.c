@@ -248,9 +248,11 @@ static void scatter_into(g_graph *g)
             gnode *S = yb->node;
             if (!S || S->op != BORA_OP_SCATTER_ADD || S->nin != 2 || S->nout != 1 ||
                 S->out[0] != yb || yb->storage != S_ARENA || yb == g->output->base ||
-                !read_only_by(g, yb, A, A) || !whole_base(y) || !dense_2d(yb) || z->base != z ||
-                z == g->output->base || !dense_2d(z) || !dense_2d(x) || x->dtype != z->dtype ||
-                x->base == z || x->dims[0] != z->dims[0] || x->dims[1] != z->dims[1])
+                !read_only_by(g, yb, A, A) || !whole_base(y) || !dense_2d(yb) ||
+                y->dims[0] != yb->dims[0] || y->dims[1] != yb->dims[1] || x->base == yb ||
+                z->base != z || z == g->output->base || !dense_2d(z) || !dense_2d(x) ||
+                x->dtype != z->dtype || x->base == z || x->dims[0] != z->dims[0] ||
+                x->dims[1] != z->dims[1])
                 continue;
             gval *operands[4] = {S->in[0], S->in[1], x, z};
             if (!has_kernel(g, BORA_OP_SCATTER_ADD, operands, 4))
@@ -282,7 +284,7 @@ static void scatter_into(g_graph *g)
             for (size_t i = si; i < g->n_nodes; i++)
                 g->nodes[i]->id = (int)i;
             free(A);
-            ai = si; /* look again from S's old place */
+            ai = si; /* go on from S's old place */
             break;
         }
     }
@@ -327,7 +329,7 @@ static void xent_writes_bf16(g_graph *g)
                     C = C ? C : n;
                 }
         }
-        if (!C || others || C->nout != 1)
+        if (!C || others || C->nout != 1 || C->id < X->id)
             continue;
         gval *r = C->in[0], *c = C->out[0];
         if (!c->mp_cast || c->dtype != BORA_DTYPE_BF16 || c->base != c || c->storage != S_ARENA ||

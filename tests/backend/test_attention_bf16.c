@@ -311,7 +311,8 @@ int main(int argc, char **argv)
             test_failures++;
         }
         if (!onednn) {
-            if (memcmp(lowp.o, f32.o, bytes) || memcmp(lowp.dq, f32.dq, bytes)) {
+            if (memcmp(lowp.o, f32.o, bytes) || memcmp(lowp.dq, f32.dq, bytes) ||
+                memcmp(lowp.dk, f32.dk, bytes) || memcmp(lowp.dv, f32.dv, bytes)) {
                 fprintf(stderr, "%s: without oneDNN's bf16 matmul, c=bf16 changed attention\n",
                         c->name);
                 test_failures++;

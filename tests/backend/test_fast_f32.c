@@ -167,7 +167,8 @@ static int run_case(const acase *c, int dt, int threads, const rig *from, result
                 into++;
                 in_place +=
                     n->in[2]->base == n->out[0]->base ||
-                    (n->in[2]->base->storage == S_GRAD && n->out[0]->base->storage == S_GRAD);
+                    (n->in[2]->base->storage == S_GRAD && n->out[0]->base->storage == S_GRAD &&
+                     n->in[2]->base->slot == n->out[0]->base->slot);
             }
             adds += n->op == BORA_OP_ADD && n->out[0]->ndim == 2 && n->out[0]->dims[0] == c->S &&
                     n->out[0]->dims[1] == c->E;

@@ -6,7 +6,9 @@
  * one thread's from start to end, so the bits never depend on the thread count. The loops of
  * kernels_t.h stay the reference (and the path for layouts these do not take: head_dim must be
  * the dense inner axis of every operand). Under trainer.mp c=bf16 the products may take bf16
- * operands on oneDNN's matmul primitive instead (below: "bf16 products"). */
+ * operands on oneDNN's matmul primitive instead (below: "bf16 products"), whose jobs depend on
+ * the thread count, so that path keeps its bits run after run but not across thread counts
+ * (bf16 makes no such promise, DESIGN §8). */
 #include "kernels_fast.h"
 
 #include <dnnl.h>
@@ -179,8 +181,8 @@ static int64_t att_block(const att_shape *sh, int64_t blk, int64_t *rows)
 }
 
 /* The primitives of every block (blocks × P_KINDS, NULL where a kind is not used or a block
- * has no key), made now if new; 0 when oneDNN takes none of them (the f32 path runs), -2 out
- * of memory. */
+ * has no key), made now if new: 1, or 0 when oneDNN refuses one of them or memory runs out (the
+ * f32 path runs instead). */
 static int att_prims(bora_backend *bk, const bora_kernel_args *a, const att_shape *sh, int grad,
                      int building, const cpu_mm **mm)
 {
@@ -225,6 +227,12 @@ bora_status cpu_prepare_attention(bora_backend *bk, const bora_kernel_args *a)
     return BORA_OK;
 }
 
+/* A primitive run's status as the kernels' codes: 0, 2 out of memory, 3 oneDNN failed. */
+static int att_run_status(int st)
+{
+    return st == 0 ? 0 : st == BORA_ERR_NOMEM ? 2 : 3;
+}
+
 /* Round rows [0, rows) of one head of t (row stride ld) into dense bf16 (rows × E). */
 static void att_round(const cpu_simd *simd, uint16_t *y, const float *x, int64_t ld, int64_t rows,
                       int64_t E)
@@ -262,6 +270,10 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
         uint16_t *Vb = malloc(sizeof(uint16_t) * (size_t)(hb * (S ? S : 1) * E));
         cpu_mm_stream *stream = cpu_mm_stream_new(bk);
         int mine = !P || !Pb || !Qb || !Kb || !Vb || !stream ? 2 : 0;
+        if (mine) {
+#pragma omp atomic write
+            failed = mine;
+        }
 #pragma omp for schedule(static)
         for (int64_t job = 0; job < sh->B * (sh->H / hb); job++) {
             int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb;
@@ -284,10 +296,10 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
                         }
                     continue;
                 }
-                if (cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_QK], Qb + t0 * E, Kb, P)) {
-                    mine = 3;
+                mine = att_run_status(
+                    cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_QK], Qb + t0 * E, Kb, P));
+                if (mine)
                     break;
-                }
                 for (int64_t h = 0; h < hb; h++) {
                     float *lp = HEAD(l, bi, h0 + h);
                     for (int64_t t = 0; t < r; t++) {
@@ -305,8 +317,7 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
                         simd->to_bf16(Pb + (h * r + t) * n, row, n);
                     }
                 }
-                if (cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_PV], Pb, Vb, op))
-                    mine = 3;
+                mine = att_run_status(cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_PV], Pb, Vb, op));
             }
             if (mine) {
 #pragma omp atomic write
@@ -351,6 +362,10 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
         uint16_t *Kb = malloc(sizeof(uint16_t) * kn), *Vb = malloc(sizeof(uint16_t) * kn);
         cpu_mm_stream *stream = cpu_mm_stream_new(bk);
         int mine = !P || !dP || !Pb || !dSb || !Qb || !dOb || !Kb || !Vb || !stream ? 2 : 0;
+        if (mine) {
+#pragma omp atomic write
+            failed = mine;
+        }
 #pragma omp for schedule(static)
         for (int64_t job = 0; job < sh->B * (sh->H / hb); job++) {
             int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb;
@@ -378,11 +393,11 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
                 }
                 const cpu_mm *const *m = mm + blk * P_KINDS;
                 /* P = exp(scale·Q Kᵀ - lse), dP = dO Vᵀ, D = rowsum(dO ∘ O) */
-                if (cpu_mm_run(bk, stream, m[P_QK], Qb + t0 * E, Kb, P) ||
-                    cpu_mm_run(bk, stream, m[P_DOV], dOb + t0 * E, Vb, dP)) {
-                    mine = 3;
+                mine = att_run_status(cpu_mm_run(bk, stream, m[P_QK], Qb + t0 * E, Kb, P));
+                if (!mine)
+                    mine = att_run_status(cpu_mm_run(bk, stream, m[P_DOV], dOb + t0 * E, Vb, dP));
+                if (mine)
                     break;
-                }
                 for (int64_t h = 0; h < hb; h++) {
                     const float *lb = HEAD(l, bi, h0 + h), *db = HEAD(dout, bi, h0 + h),
                                 *ob = HEAD(o, bi, h0 + h);
@@ -403,10 +418,13 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
                     }
                 }
                 /* dV += Pᵀ dO, dQ = scale·dS K, dK += scale·dSᵀ Q */
-                if (cpu_mm_run(bk, stream, m[P_PTDO], Pb, dOb + t0 * E, HEAD(dv, bi, h0)) ||
-                    cpu_mm_run(bk, stream, m[P_DSK], dSb, Kb, dqp) ||
-                    cpu_mm_run(bk, stream, m[P_DSTQ], dSb, Qb + t0 * E, HEAD(dk, bi, h0)))
-                    mine = 3;
+                mine = att_run_status(
+                    cpu_mm_run(bk, stream, m[P_PTDO], Pb, dOb + t0 * E, HEAD(dv, bi, h0)));
+                if (!mine)
+                    mine = att_run_status(cpu_mm_run(bk, stream, m[P_DSK], dSb, Kb, dqp));
+                if (!mine)
+                    mine = att_run_status(
+                        cpu_mm_run(bk, stream, m[P_DSTQ], dSb, Qb + t0 * E, HEAD(dk, bi, h0)));
             }
             if (mine) {
 #pragma omp atomic write

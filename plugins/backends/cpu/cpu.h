@@ -64,6 +64,7 @@ typedef struct cpu_mm_key {
     float alpha;
     int32_t flags;
 } cpu_mm_key;
+_Static_assert(sizeof(cpu_mm_key) == 13 * sizeof(int64_t) + 8, "cpu_mm_key has padding");
 typedef struct cpu_mm cpu_mm;               /* a kept primitive */
 typedef struct cpu_mm_stream cpu_mm_stream; /* a oneDNN stream, one per thread that runs them */
 /* The kept primitive for key, made now if new (logged, with building saying when); NULL where

@@ -94,6 +94,10 @@ static int make_attr(const cpu_mm_key *k, dnnl_primitive_attr_t *attr)
         if (po)
             dnnl_post_ops_destroy(po);
     }
+    if (!ok) {
+        dnnl_primitive_attr_destroy(*attr);
+        *attr = NULL;
+    }
     return ok;
 }
 
