@@ -212,19 +212,22 @@ static int dense_2d(const gval *v)
            (v->dims[0] <= 1 || v->strides[0] == v->dims[1]);
 }
 
+/* Whether v is dense in its own axes' order (axes of one element aside). */
+static int dense_any(const gval *v)
+{
+    int64_t stride = 1;
+    for (int i = v->ndim - 1; i >= 0; i--) {
+        if (v->dims[i] > 1 && v->strides[i] != stride)
+            return 0;
+        stride *= v->dims[i];
+    }
+    return 1;
+}
+
 /* Whether v's elements are the whole of its base, dense, in v's order. */
 static int whole_base(const gval *v)
 {
-    const gval *b = v->base;
-    if (v->offset != 0 || g_numel(v) != g_numel(b) || !dense_2d(v))
-        return 0;
-    int64_t stride = 1;
-    for (int i = b->ndim - 1; i >= 0; i--) {
-        if (b->dims[i] > 1 && b->strides[i] != stride)
-            return 0;
-        stride *= b->dims[i];
-    }
-    return 1;
+    return v->offset == 0 && g_numel(v) == g_numel(v->base) && dense_2d(v) && dense_any(v->base);
 }
 
 /* An embedding's gradient added to another gradient of the same table (a tied LM head's),
@@ -288,18 +291,6 @@ static void scatter_into(g_graph *g)
             break;
         }
     }
-}
-
-/* Whether v is dense in its own axes' order (axes of one element aside). */
-static int dense_any(const gval *v)
-{
-    int64_t stride = 1;
-    for (int i = v->ndim - 1; i >= 0; i--) {
-        if (v->dims[i] > 1 && v->strides[i] != stride)
-            return 0;
-        stride *= v->dims[i];
-    }
-    return 1;
 }
 
 /* Under trainer.mp c=bf16 the fused cross-entropy's gradient (written over the logits) reaches
