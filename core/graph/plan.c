@@ -212,6 +212,15 @@ static int dense_2d(const gval *v)
            (v->dims[0] <= 1 || v->strides[0] == v->dims[1]);
 }
 
+/* Take node i out of the graph's order (the caller frees it). */
+static void drop_node(g_graph *g, size_t i)
+{
+    memmove(&g->nodes[i], &g->nodes[i + 1], sizeof *g->nodes * (g->n_nodes - i - 1));
+    g->n_nodes--;
+    for (size_t j = i; j < g->n_nodes; j++)
+        g->nodes[j]->id = (int)j;
+}
+
 /* Whether v is dense in its own axes' order (axes of one element aside). */
 static int dense_any(const gval *v)
 {
@@ -280,12 +289,8 @@ static void scatter_into(g_graph *g)
             z->node = S;
             yb->node = NULL;
             size_t si = (size_t)S->id;
-            memmove(&g->nodes[si], &g->nodes[si + 1], sizeof *g->nodes * (ai - si));
-            g->nodes[ai - 1] = S;
-            memmove(&g->nodes[ai], &g->nodes[ai + 1], sizeof *g->nodes * (g->n_nodes - ai - 1));
-            g->n_nodes--;
-            for (size_t i = si; i < g->n_nodes; i++)
-                g->nodes[i]->id = (int)i;
+            g->nodes[ai] = S;
+            drop_node(g, si);
             free(A);
             ai = si; /* go on from S's old place */
             break;
@@ -308,19 +313,13 @@ static void xent_writes_bf16(g_graph *g)
         if (dl->dtype != BORA_DTYPE_F32 || dl->base != x->base || dl->offset != 0 ||
             !dense_2d(dl) || g_numel(dl) != g_numel(x->base))
             continue;
-        gnode *C = NULL; /* the one node but X reading the logits' storage */
-        int others = 0;
-        for (size_t i = 0; i < g->n_nodes; i++) {
-            gnode *n = g->nodes[i];
-            if (n == X || n->op == G_VIEW)
-                continue;
-            for (int k = 0; k < n->nin; k++)
-                if (n->in[k]->base == x->base) {
-                    others += C != NULL || n->op != BORA_OP_COPY || n->nin != 1;
-                    C = C ? C : n;
-                }
-        }
-        if (!C || others || C->nout != 1 || C->id < X->id)
+        gnode *C = NULL; /* the first node after X reading the logits' storage: the only one */
+        for (size_t i = xi + 1; i < g->n_nodes && !C; i++)
+            for (int k = 0; k < g->nodes[i]->nin && !C; k++)
+                if (g->nodes[i]->op != G_VIEW && g->nodes[i]->in[k]->base == x->base)
+                    C = g->nodes[i];
+        if (!C || C->op != BORA_OP_COPY || C->nin != 1 || C->nout != 1 ||
+            !read_only_by(g, x->base, X, C))
             continue;
         gval *r = C->in[0], *c = C->out[0];
         if (!c->mp_cast || c->dtype != BORA_DTYPE_BF16 || c->base != c || c->storage != S_ARENA ||
@@ -334,11 +333,7 @@ static void xent_writes_bf16(g_graph *g)
         dl->dtype = BORA_DTYPE_BF16;
         dl->base = c;
         c->node = X;
-        size_t ci = (size_t)C->id;
-        memmove(&g->nodes[ci], &g->nodes[ci + 1], sizeof *g->nodes * (g->n_nodes - ci - 1));
-        g->n_nodes--;
-        for (size_t i = ci; i < g->n_nodes; i++)
-            g->nodes[i]->id = (int)i;
+        drop_node(g, (size_t)C->id);
         free(C);
     }
 }

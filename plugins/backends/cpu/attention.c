@@ -233,15 +233,17 @@ static int att_run_status(int st)
     return st == 0 ? 0 : st == BORA_ERR_NOMEM ? 2 : 3;
 }
 
-/* Round rows [0, rows) of one head of t (row stride ld) into dense bf16 (rows × E). */
-static void att_round(const cpu_simd *simd, uint16_t *y, const float *x, int64_t ld, int64_t rows,
-                      int64_t E)
-{
-    for (int64_t t = 0; t < rows; t++)
-        simd->to_bf16(y + t * E, x + t * ld, E);
-}
-
 #define HEAD(t, bi, h) ((float *)(t)->data + (bi) * (t)->strides[0] + (h) * (t)->strides[1])
+
+/* Round rows [0, rows) of heads [h0, h0 + hb) of batch row bi of t into dense bf16, a head
+ * every len rows (hb × len × E). */
+static void att_round(const cpu_simd *simd, uint16_t *y, const bora_tensor_desc *t, int64_t bi,
+                      int64_t h0, int64_t hb, int64_t len, int64_t rows, int64_t E)
+{
+    for (int64_t h = 0; h < hb; h++)
+        for (int64_t r = 0; r < rows; r++)
+            simd->to_bf16(y + (h * len + r) * E, HEAD(t, bi, h0 + h) + r * t->strides[2], E);
+}
 
 /* The forward pass in bf16: 0, -1 not taken (the f32 path runs), -2 out of memory, -3 oneDNN
  * failed. */
@@ -279,11 +281,9 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
             int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb;
             if (mine)
                 continue;
-            for (int64_t h = 0; h < hb; h++) {
-                att_round(simd, Qb + h * T * E, HEAD(q, bi, h0 + h), q->strides[2], T, E);
-                att_round(simd, Kb + h * S * E, HEAD(k, bi, h0 + h), k->strides[2], keys, E);
-                att_round(simd, Vb + h * S * E, HEAD(v, bi, h0 + h), v->strides[2], keys, E);
-            }
+            att_round(simd, Qb, q, bi, h0, hb, T, T, E);
+            att_round(simd, Kb, k, bi, h0, hb, S, keys, E);
+            att_round(simd, Vb, v, bi, h0, hb, S, keys, E);
             for (int64_t blk = 0; blk < blocks && !mine; blk++) {
                 int64_t t0 = blk * ATT_ROWS, r, n = att_block(sh, blk, &r);
                 float *op = HEAD(o, bi, h0) + t0 * o->strides[2];
@@ -371,11 +371,11 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
             int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb;
             if (mine)
                 continue;
+            att_round(simd, Qb, q, bi, h0, hb, T, T, E);
+            att_round(simd, dOb, dout, bi, h0, hb, T, T, E);
+            att_round(simd, Kb, k, bi, h0, hb, S, keys, E);
+            att_round(simd, Vb, v, bi, h0, hb, S, keys, E);
             for (int64_t h = 0; h < hb; h++) {
-                att_round(simd, Qb + h * T * E, HEAD(q, bi, h0 + h), q->strides[2], T, E);
-                att_round(simd, dOb + h * T * E, HEAD(dout, bi, h0 + h), dout->strides[2], T, E);
-                att_round(simd, Kb + h * S * E, HEAD(k, bi, h0 + h), k->strides[2], keys, E);
-                att_round(simd, Vb + h * S * E, HEAD(v, bi, h0 + h), v->strides[2], keys, E);
                 for (int64_t s = 0; s < S; s++) {
                     memset(HEAD(dk, bi, h0 + h) + s * dk->strides[2], 0, sizeof(float) * (size_t)E);
                     memset(HEAD(dv, bi, h0 + h) + s * dv->strides[2], 0, sizeof(float) * (size_t)E);
