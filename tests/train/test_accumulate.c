@@ -5,8 +5,9 @@
  * same holds with trainer.mp p=f32,c=bf16 (weights within 5e-4, a sixth of one early AdamW step
  * at this learning rate: two f32 values a rounding apart may round to neighbouring bf16 values,
  * in the matmuls' operands and in attention's probabilities; measured 5.5e-5, and 2.6e-4 with
- * r=bf16), whose losses stay within 1% of f32's but are not its bits (the products are bf16's). And again with r=bf16 too (the residual stream kept
- * in bf16), whose losses are within 1% of c=bf16's and not its bits.
+ * r=bf16), whose losses stay within 1% of f32's but are not its bits (the products are
+ * bf16's). And again with r=bf16 too (the residual stream kept in bf16), whose losses are within
+ * 1% of c=bf16's and not its bits.
  *
  * usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR */
 #include "../test.h"
