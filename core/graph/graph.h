@@ -140,6 +140,7 @@ struct g_store {
     int fused_bf16_in;   /* and bf16 COPY inputs (ABI 1.6) */
     int attention_bf16;  /* attention's products may be bf16 under c=bf16 (ABI 1.7) */
     int scatter_init;    /* SCATTER_ADD may add into a third input's values (ABI 1.7) */
+    int matmul_bias;     /* MATMUL may add a third input, a bias row (ABI 1.8) */
     int residual_dtype;  /* trainer.mp's r: the residual stream's dtype in memory (0: f32) */
     int shadows_stale;   /* the parameters changed outside an apply graph */
     bora_buffer *shadow; /* param_bytes / 2 */

@@ -298,6 +298,65 @@ static void scatter_into(g_graph *g)
     }
 }
 
+/* Whether b is one row broadcast: unit stride along its last axis, stride 0 along the rest. */
+static int bias_row(const gval *b)
+{
+    if (b->ndim < 1 || (b->dims[b->ndim - 1] > 1 && b->strides[b->ndim - 1] != 1))
+        return 0;
+    for (int i = 0; i < b->ndim - 1; i++)
+        if (b->dims[i] > 1 && b->strides[i] != 0)
+            return 0;
+    return 1;
+}
+
+/* A linear layer's bias, ADD(MATMUL(a, w), bias broadcast over the rows), as one
+ * MATMUL(a, w, bias) (ABI 1.8) where the backend has that kernel: it adds the bias to each
+ * finished sum as the product writes it (oneDNN's epilogue on the CPU), the bits of the ADD, and
+ * the pass that read and wrote the whole result again is gone. The product must be read by the
+ * ADD alone and in the ADD's own order; the ADD's result then becomes a view of the product's
+ * storage. BORA_NO_FUSION turns it off. */
+static void bias_into_matmul(g_graph *g)
+{
+    if (!g->store->matmul_bias)
+        return;
+    for (size_t ai = 0; ai < g->n_nodes; ai++) {
+        gnode *A = g->nodes[ai];
+        if (A->op != BORA_OP_ADD || A->nin != 2 || A->nout != 1)
+            continue;
+        gval *z = A->out[0];
+        if (z->base != z || z->storage != S_ARENA || z == g->output->base || z->ndim < 1 ||
+            !dense_any(z))
+            continue;
+        for (int k = 0; k < 2; k++) {
+            gval *y = A->in[k], *b = A->in[1 - k], *c = y->base;
+            gnode *M = c->node;
+            if (!M || M->op != BORA_OP_MATMUL || M->nin != 2 || M->nout != 1 || M->out[0] != c ||
+                c->storage != S_ARENA || c == g->output->base || c->ndim != 3 || !dense_any(c) ||
+                y->offset != 0 || g_numel(y) != g_numel(c) || !dense_any(y) || y->ndim != z->ndim ||
+                memcmp(y->dims, z->dims, sizeof *y->dims * (size_t)z->ndim) ||
+                y->dims[y->ndim - 1] != c->dims[2] || g_numel(z) != g_numel(c) ||
+                c->dtype != z->dtype || b->dtype != z->dtype || b->base == c ||
+                b->ndim != y->ndim || b->dims[b->ndim - 1] != c->dims[2] || !bias_row(b) ||
+                !read_only_by(g, c, A, A))
+                continue;
+            gval *operands[4] = {M->in[0], M->in[1], b, c};
+            if (!has_kernel(g, BORA_OP_MATMUL, operands, 4))
+                continue;
+            /* z and its views onto the product's storage: the same elements in the same order */
+            for (size_t v = 0; v < g->n_vals; v++)
+                if (g->vals[v]->base == z && g->vals[v] != z)
+                    g->vals[v]->base = c;
+            z->base = c;
+            z->node = M;
+            M->in[M->nin++] = b;
+            drop_node(g, ai);
+            free(A);
+            ai--;
+            break;
+        }
+    }
+}
+
 /* Under trainer.mp c=bf16 the fused cross-entropy's gradient (written over the logits) reaches
  * the LM head's bf16 products through one rounding COPY. Where the backend takes a bf16
  * gradient, the fused node writes the COPY's bf16 value itself, each row's f32 gradient rounded
@@ -436,6 +495,8 @@ bora_status g_finalize(g_graph *g)
     scatter_into(g); /* (its sums, so fused or not) */
     if (fusion)
         xent_writes_bf16(g);
+    if (fusion)
+        bias_into_matmul(g);
     if (fusion && read_bf16_directly(g)) {
         free(needed);
         free(iv);

@@ -243,6 +243,7 @@ void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_m
     s->fused_bf16_in = backend_abi_minor >= 6;
     s->attention_bf16 = compute == BORA_DTYPE_BF16 && backend_abi_minor >= 7;
     s->scatter_init = backend_abi_minor >= 7;
+    s->matmul_bias = backend_abi_minor >= 8;
 }
 
 void g_store_params_changed(g_store *s)

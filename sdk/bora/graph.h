@@ -140,7 +140,13 @@ typedef enum bora_op {
     BORA_OP_MAX = 21,            /* max over the input's trailing axes (bora_opt_reduce) */
     BORA_OP_MATMUL = 22,         /* (B, M, K) x (B, K, N) -> (B, M, N), any strides with one of
                                 each operand's last two unit-stride; under trainer.mp c=bf16 the
-                                operands are bf16 and the result f32 (accumulated in f32) */
+                                operands are bf16 and the result f32 (accumulated in f32).
+                                ABI 1.8: with a third input, a bias (..., N) of the result's dtype,
+                                unit stride along its last axis and stride 0 along every other
+                                (one row): each row of the result is the finished sum plus the
+                                bias, in the result's dtype (the bits of the product then ADD).
+                                Optional: the host asks for it by dtypes and adds the bias
+                                itself where the backend has no such kernel */
     BORA_OP_LAYERNORM = 23,      /* (R, D), gamma (D), beta (D) -> y (R, D), mean (R), rstd (R) */
     BORA_OP_LAYERNORM_GRAD = 24, /* (x, gamma, mean, rstd, dy) -> dx, dgamma, dbeta */
     BORA_OP_SOFTMAX = 25,        /* over the last axis */

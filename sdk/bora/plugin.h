@@ -66,10 +66,11 @@ extern "C" {
  * step read bf16, which the host passes only to backends built for 1.6 or later; 1.7 appends
  * bora_opt_attention.product_dtype and bora_attention_opts.upcast, and lets BORA_OP_SCATTER_ADD
  * take a third input, its initial values: the host sets the one and passes the other only to
- * backends built for 1.7 or later). A minor bump
- * only appends optional members; a major bump breaks. */
+ * backends built for 1.7 or later; 1.8 lets BORA_OP_MATMUL take a third input, a bias added to
+ * each row of the result, which the host passes only to backends built for 1.8 or later). A
+ * minor bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 7
+#define BORA_ABI_MINOR 8
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

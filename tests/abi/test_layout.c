@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 7,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 8,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&

@@ -53,11 +53,12 @@ bora_status cpu_bf16_setup(bora_backend *b);
 void cpu_bf16_teardown(bora_backend *b);
 int cpu_matmul_bf16_onednn(bora_backend *b, const bora_kernel_args *a);
 /* A bf16 × bf16 -> f32 product for oneDNN's matmul primitive, C = alpha · A B (+ C with
- * CPU_MM_ADD): batch products of M × K by K × N (batch 0: one, 2-d), each operand's strides
- * {batch, row, column} in elements (sa[0], sb[0], sc[0] unused when batch is 0). CPU_MM_THREADED:
- * run from several threads at once, each on its own cpu_mm_stream (which holds the scratchpad).
- * Keys are compared as bytes (the struct has no padding). */
-enum { CPU_MM_ADD = 1, CPU_MM_THREADED = 2 };
+ * CPU_MM_ADD, + a bias row of N f32 with CPU_MM_BIAS): batch products of M × K by K × N (batch 0:
+ * one, 2-d), each operand's strides {batch, row, column} in elements (sa[0], sb[0], sc[0] unused
+ * when batch is 0). CPU_MM_THREADED: run from several threads at once, each on its own
+ * cpu_mm_stream (which holds the scratchpad). Keys are compared as bytes (the struct has no
+ * padding). */
+enum { CPU_MM_ADD = 1, CPU_MM_THREADED = 2, CPU_MM_BIAS = 4 };
 typedef struct cpu_mm_key {
     int64_t batch, M, N, K;
     int64_t sa[3], sb[3], sc[3];

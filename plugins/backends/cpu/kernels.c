@@ -340,6 +340,42 @@ static bora_status matmul_bf16(bora_backend *bk, const bora_kernel_args *a)
     return failed == 2 ? BORA_ERR_NOMEM : failed ? BORA_ERR_DEVICE : BORA_OK;
 }
 
+/* A bf16 product plus a bias row (ABI 1.8: the third input, N f32 at unit stride, stride 0
+ * elsewhere): on oneDNN's primitive with the bias in its epilogue, each finished sum plus the
+ * bias; where the primitive does not take it (the transposed route, a refused shape), the product
+ * as without a bias, then the bias added: the same bits either way, those of MATMUL then ADD. */
+static bora_status matmul_bf16_bias(bora_backend *bk, const bora_kernel_args *a)
+{
+    const bora_tensor_desc *C = &a->outputs[0], *bias = &a->inputs[2];
+    int64_t N = C->dims[2], rows = C->dims[0] * C->dims[1];
+    int row = bias->ndim >= 1 && bias->dims[bias->ndim - 1] == N &&
+              (N <= 1 || bias->strides[bias->ndim - 1] == 1);
+    for (int i = 0; row && i < bias->ndim - 1; i++)
+        row = bias->dims[i] <= 1 || bias->strides[i] == 0;
+    if (!row)
+        return bk->h->fail(bk->h, BORA_ERR_INVALID,
+                           "matmul: the bias must be one row of %lld values (unit stride, stride 0 "
+                           "along its other axes)",
+                           (long long)N);
+    int taken = cpu_matmul_bf16_onednn(bk, a);
+    if (taken <= 0)
+        return taken;
+    bora_kernel_args product = *a;
+    product.n_inputs = 2;
+    bora_status st = matmul_bf16(bk, &product);
+    if (st != BORA_OK)
+        return st;
+    const float *bv = bias->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t bi = r / C->dims[1], m = r % C->dims[1];
+        float *c = (float *)C->data + bi * C->strides[0] + m * C->strides[1];
+        for (int64_t n = 0; n < N; n++)
+            c[n * C->strides[2]] += bv[n];
+    }
+    return BORA_OK;
+}
+
 /* ---- f32: the dense fast paths first -------------------------------------------------------- */
 
 static bora_status elementwise_any_f32(bora_backend *b, const bora_kernel_args *a)
@@ -485,7 +521,12 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
             return op == BORA_OP_ONE_HOT ? one_hot_f64 : attention_bias_f64;
         return NULL;
     }
-    /* bf16 operands, an f32 result: mixed precision's matmuls */
+    /* bf16 operands, an f32 result: mixed precision's matmuls; with an f32 bias (ABI 1.8) where
+     * oneDNN's primitive runs them and can add it (nowhere else would the kernel save a pass) */
+    if (op == BORA_OP_MATMUL && n == 4 && dt[0] == BORA_DTYPE_BF16 && dt[1] == BORA_DTYPE_BF16)
+        return dt[2] == BORA_DTYPE_F32 && dt[3] == BORA_DTYPE_F32 && b->bf16_onednn
+                   ? matmul_bf16_bias
+                   : NULL;
     if (op == BORA_OP_MATMUL && n == 3 && dt[0] == BORA_DTYPE_BF16 && dt[1] == BORA_DTYPE_BF16) {
         if (dt[2] != BORA_DTYPE_F32)
             return NULL;
@@ -555,7 +596,10 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_SUM:
     case BORA_OP_MAX: return f64 ? reduce_f64 : reduce_any_f32;
     case BORA_OP_SUM_SQUARES: return f64 || n != 2 ? NULL : sum_squares_f32;
-    case BORA_OP_MATMUL: return f64 ? matmul_naive_f64 : matmul_f32;
+    case BORA_OP_MATMUL: /* (a bias only on the bf16 path above) */
+        if (n != 3)
+            return NULL;
+        return f64 ? matmul_naive_f64 : matmul_f32;
     case BORA_OP_LAYERNORM: return f64 ? layernorm_f64 : layernorm_any_f32;
     case BORA_OP_LAYERNORM_GRAD: return f64 ? layernorm_grad_f64 : layernorm_grad_any_f32;
     case BORA_OP_SOFTMAX:

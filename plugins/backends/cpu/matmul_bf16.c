@@ -34,7 +34,7 @@
 typedef struct mm_entry {
     cpu_mm_key key;
     dnnl_primitive_t prim;    /* NULL: oneDNN has only reference loops for it; widen */
-    dnnl_memory_desc_t md[4]; /* A, B, C and (CPU_MM_THREADED) the scratchpad */
+    dnnl_memory_desc_t md[5]; /* A, B, C, (CPU_MM_THREADED) the scratchpad, (CPU_MM_BIAS) bias */
     size_t pad_bytes;
 } mm_entry;
 
@@ -77,7 +77,7 @@ static int has_amx_bf16(void)
 static int make_attr(const cpu_mm_key *k, dnnl_primitive_attr_t *attr)
 {
     *attr = NULL;
-    if (k->alpha == 1.0f && !k->flags)
+    if (k->alpha == 1.0f && !(k->flags & (CPU_MM_ADD | CPU_MM_THREADED)))
         return 1;
     if (dnnl_primitive_attr_create(attr) != dnnl_success)
         return 0;
@@ -104,7 +104,7 @@ static int make_attr(const cpu_mm_key *k, dnnl_primitive_attr_t *attr)
 /* The primitive for a (2-d or batched, strided) bf16 product, or NULL when oneDNN has only its
  * reference loops for it (or nothing); impl gets the implementation's name ("none" for
  * nothing). */
-static dnnl_primitive_t make_primitive(cpu_onednn *d, const cpu_mm_key *k, dnnl_memory_desc_t md[4],
+static dnnl_primitive_t make_primitive(cpu_onednn *d, const cpu_mm_key *k, dnnl_memory_desc_t md[5],
                                        size_t *pad_bytes, char *impl, size_t cap)
 {
     int nd = k->batch ? 3 : 2, o = k->batch ? 0 : 1; /* 2-d: the descriptions' last two axes */
@@ -116,12 +116,22 @@ static dnnl_primitive_t make_primitive(cpu_onednn *d, const cpu_mm_key *k, dnnl_
         if (dnnl_memory_desc_init_by_strides(&md[i], nd, dims[i] + o, types[i], strides[i] + o) !=
             dnnl_success)
             return NULL;
+    /* the bias: one row of N, broadcast over the batch and the rows */
+    dnnl_dims_t bias_dims = {1, 1, k->N}, bias_strides = {k->N, k->N, 1};
+    const dnnl_memory_desc_t *bias = NULL;
+    md[4] = (dnnl_memory_desc_t){0};
+    if (k->flags & CPU_MM_BIAS) {
+        if (dnnl_memory_desc_init_by_strides(&md[4], nd, bias_dims + o, dnnl_f32,
+                                             bias_strides + o) != dnnl_success)
+            return NULL;
+        bias = &md[4];
+    }
     dnnl_matmul_desc_t desc;
     dnnl_primitive_desc_t pd;
     dnnl_primitive_attr_t attr;
     if (!make_attr(k, &attr))
         return NULL;
-    int made = dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]) == dnnl_success &&
+    int made = dnnl_matmul_desc_init(&desc, &md[0], &md[1], bias, &md[2]) == dnnl_success &&
                dnnl_primitive_desc_create(&pd, &desc, attr, d->engine, NULL) == dnnl_success;
     if (attr)
         dnnl_primitive_attr_destroy(attr);
@@ -152,7 +162,7 @@ static void probe_impl(cpu_onednn *d, char *buf, size_t cap)
                             .sb = {0, 64, 1},
                             .sc = {0, 64, 1},
                             .alpha = 1.0f};
-    dnnl_memory_desc_t md[4];
+    dnnl_memory_desc_t md[5];
     size_t pad;
     dnnl_primitive_t p = make_primitive(d, &key, md, &pad, buf, cap);
     if (!p)
@@ -270,9 +280,10 @@ static mm_entry *entry_for(bora_backend *bk, const cpu_mm_key *key, int building
     e->prim = make_primitive(d, key, e->md, &e->pad_bytes, impl, sizeof impl);
     if (key->batch)
         snprintf(batch, sizeof batch, "%lld of ", (long long)key->batch);
-    if (key->alpha != 1.0f || (key->flags & CPU_MM_ADD))
-        snprintf(extra, sizeof extra, ", times %g%s", key->alpha,
-                 key->flags & CPU_MM_ADD ? ", added to C" : "");
+    if (key->alpha != 1.0f || (key->flags & (CPU_MM_ADD | CPU_MM_BIAS)))
+        snprintf(extra, sizeof extra, ", times %g%s%s", key->alpha,
+                 key->flags & CPU_MM_ADD ? ", added to C" : "",
+                 key->flags & CPU_MM_BIAS ? ", plus a bias" : "");
     bk->h->log(bk->h, BORA_LOG_DEBUG,
                "oneDNN bf16 matmul %s%lld x %lld x %lld (strides %lld,%lld %lld,%lld %lld,%lld%s): "
                "%s%s, made %s",
@@ -309,12 +320,16 @@ static int transposed_route(const bora_kernel_args *a)
 }
 
 /* The keys of a product's primitives: one, or the transposed route's two (full blocks and the
- * last, partial one; n 1 when M is a multiple of XB). */
+ * last, partial one; n 1 when M is a multiple of XB); 0 for a product with a bias (a third
+ * input) that would take the transposed route, which the caller runs without its bias. */
 static int keys_of(const bora_kernel_args *a, cpu_mm_key key[2])
 {
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
     int64_t M = C->dims[1], N = C->dims[2], K = A->dims[2];
+    int bias = a->n_inputs == 3;
     memset(key, 0, 2 * sizeof *key);
+    if (bias && transposed_route(a))
+        return 0;
     if (!transposed_route(a)) {
         key[0] = (cpu_mm_key){.M = M,
                               .N = N,
@@ -322,7 +337,8 @@ static int keys_of(const bora_kernel_args *a, cpu_mm_key key[2])
                               .sa = {0, A->strides[1], A->strides[2]},
                               .sb = {0, B->strides[1], B->strides[2]},
                               .sc = {0, C->strides[1], C->strides[2]},
-                              .alpha = 1.0f};
+                              .alpha = 1.0f,
+                              .flags = bias ? CPU_MM_BIAS : 0};
         return 1;
     }
     const int64_t widths[2] = {XB, M % XB};
@@ -352,6 +368,8 @@ static int entries_of(bora_backend *bk, const bora_kernel_args *a, int building,
         return 0;
     cpu_mm_key key[2];
     int n = keys_of(a, key);
+    if (!n)
+        return 0;
     for (int i = 0; i < n; i++)
         if (!(e[i] = entry_for(bk, &key[i], building))) {
             *st = BORA_ERR_NOMEM;
@@ -366,7 +384,7 @@ static int entries_of(bora_backend *bk, const bora_kernel_args *a, int building,
 bora_status cpu_prepare(bora_backend *bk, const bora_kernel_args *a)
 {
     int st = 0;
-    if (a->op == BORA_OP_MATMUL && a->n_inputs == 2 && a->n_outputs == 1 &&
+    if (a->op == BORA_OP_MATMUL && (a->n_inputs == 2 || a->n_inputs == 3) && a->n_outputs == 1 &&
         a->inputs[0].dtype == BORA_DTYPE_BF16 && a->inputs[1].dtype == BORA_DTYPE_BF16 &&
         a->outputs[0].dtype == BORA_DTYPE_F32) {
         mm_entry *e[2];
@@ -377,12 +395,16 @@ bora_status cpu_prepare(bora_backend *bk, const bora_kernel_args *a)
     return st ? bk->h->fail(bk->h, st, "out of memory making oneDNN's primitives") : BORA_OK;
 }
 
-/* One primitive run over the three operands' data, on s (NULL: the backend's stream). */
-static int run_on(cpu_onednn *d, cpu_mm_stream *s, const mm_entry *e, void *const data[3])
+/* One primitive run over A, B, C and (CPU_MM_BIAS) the bias's data, on s (NULL: the backend's
+ * stream). */
+static int run_on(cpu_onednn *d, cpu_mm_stream *s, const mm_entry *e, void *const data[4])
 {
-    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
+    dnnl_memory_t mem[5] = {NULL, NULL, NULL, NULL, NULL};
+    dnnl_exec_arg_t args[5] = {
+        {DNNL_ARG_SRC, NULL}, {DNNL_ARG_WEIGHTS, NULL}, {DNNL_ARG_DST, NULL}};
     int st = 0, n = 3;
-    void *ptr[4] = {data[0], data[1], data[2], NULL};
+    void *ptr[5] = {data[0], data[1], data[2], NULL, NULL};
+    const dnnl_memory_desc_t *md[5] = {&e->md[0], &e->md[1], &e->md[2], NULL, NULL};
     if ((e->key.flags & CPU_MM_THREADED) && e->pad_bytes) {
         if (!s)
             return BORA_ERR_INVALID;
@@ -393,15 +415,18 @@ static int run_on(cpu_onednn *d, cpu_mm_stream *s, const mm_entry *e, void *cons
             if (!s->pad)
                 return BORA_ERR_NOMEM;
         }
+        args[n].arg = DNNL_ARG_SCRATCHPAD, md[n] = &e->md[3];
         ptr[n++] = s->pad;
     }
-    for (int i = 0; i < n && !st; i++)
-        if (dnnl_memory_create(&mem[i], &e->md[i], d->engine, ptr[i]) != dnnl_success)
+    if (e->key.flags & CPU_MM_BIAS) {
+        args[n].arg = DNNL_ARG_BIAS, md[n] = &e->md[4];
+        ptr[n++] = data[3];
+    }
+    for (int i = 0; i < n && !st; i++) {
+        if (dnnl_memory_create(&mem[i], md[i], d->engine, ptr[i]) != dnnl_success)
             st = BORA_ERR_NOMEM;
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
-                               {DNNL_ARG_WEIGHTS, mem[1]},
-                               {DNNL_ARG_DST, mem[2]},
-                               {DNNL_ARG_SCRATCHPAD, mem[3]}};
+        args[i].memory = mem[i];
+    }
     dnnl_stream_t stream = s ? s->stream : d->stream;
     if (!st && (dnnl_primitive_execute(e->prim, stream, n, args) != dnnl_success ||
                 dnnl_stream_wait(stream) != dnnl_success))
@@ -412,7 +437,7 @@ static int run_on(cpu_onednn *d, cpu_mm_stream *s, const mm_entry *e, void *cons
     return st;
 }
 
-static int run_entry(cpu_onednn *d, const mm_entry *e, void *const data[3])
+static int run_entry(cpu_onednn *d, const mm_entry *e, void *const data[4])
 {
     return run_on(d, NULL, e, data);
 }
@@ -440,7 +465,7 @@ void cpu_mm_stream_free(cpu_mm_stream *s)
 int cpu_mm_run(bora_backend *bk, cpu_mm_stream *s, const cpu_mm *m, const void *a, const void *b,
                float *c)
 {
-    void *data[3] = {(void *)a, (void *)b, c};
+    void *data[4] = {(void *)a, (void *)b, c, NULL};
     return run_on(bk->dnnl, s, (const mm_entry *)m, data);
 }
 
@@ -454,7 +479,7 @@ static int run_transposed(bora_backend *bk, mm_entry *const e[2], const bora_ker
         return BORA_ERR_NOMEM;
     for (int64_t m0 = 0; m0 < M; m0 += XB) {
         int64_t mb = M - m0 < XB ? M - m0 : XB;
-        void *data[3] = {B->data, (uint16_t *)A->data + m0 * A->strides[1], t};
+        void *data[4] = {B->data, (uint16_t *)A->data + m0 * A->strides[1], t, NULL};
         int st = run_entry(bk->dnnl, e[mb == XB ? 0 : 1], data);
         if (st)
             return st;
@@ -472,8 +497,10 @@ static int run_transposed(bora_backend *bk, mm_entry *const e[2], const bora_ker
     return 0;
 }
 
-/* C (B, M, N) f32 = A (B, M, K) bf16 · B (B, K, N) bf16 on oneDNN: 0 done, 1 not taken (the
- * caller widens), negative a bora_status. The batch runs one 2-d product after another. */
+/* C (B, M, N) f32 = A (B, M, K) bf16 · B (B, K, N) bf16 (+ a bias row, the third input, its
+ * data N f32 in a row) on oneDNN: 0 done, 1 not taken (the caller widens, or with a bias runs the
+ * product without it and adds it), negative a bora_status. The batch runs one 2-d product after
+ * another. */
 int cpu_matmul_bf16_onednn(bora_backend *bk, const bora_kernel_args *a)
 {
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
@@ -486,7 +513,7 @@ int cpu_matmul_bf16_onednn(bora_backend *bk, const bora_kernel_args *a)
         return run_transposed(bk, e, a);
     const bora_tensor_desc *t[3] = {A, B, C};
     for (int64_t bi = 0; bi < C->dims[0] && !st; bi++) {
-        void *data[3];
+        void *data[4] = {NULL, NULL, NULL, a->n_inputs == 3 ? a->inputs[2].data : NULL};
         for (int i = 0; i < 3; i++) {
             size_t size = i == 2 ? sizeof(float) : sizeof(uint16_t);
             data[i] = (char *)t[i]->data + (size_t)(bi * t[i]->strides[0]) * size;
