@@ -67,9 +67,21 @@ int bora_cmd_graph(const bora_cli *cli)
     mops = (const bora_model_ops *)me->ops;
     bora_config *trainer = bora_cfg_child(root, "trainer");
     const char *backend_name = "auto";
-    int64_t seed = 0;
+    int64_t seed = 0, batch = 512, micro = -1;
     bora_cfg_string(trainer, "backend", "auto", &backend_name);
     bora_cfg_int(trainer, "seed", 0, &seed);
+    /* the micro-batch, as bora train reads it: the sequences each run of the graphs holds */
+    bora_cfg_int(trainer, "train_batch_size", 512, &batch);
+    bora_cfg_int(trainer, "per_device_parallelism", -1, &micro);
+    if (micro == -1 || micro > batch)
+        micro = batch;
+    if (batch < 1 || micro < 1 || batch % micro) {
+        bora_log(BORA_LOG_ERROR,
+                 "trainer.per_device_parallelism (%lld) must divide trainer.train_batch_size "
+                 "(%lld), both 1 or more",
+                 (long long)micro, (long long)batch);
+        goto out;
+    }
     const bora_entry *be_entry = bora_registry_pick_backend(reg, backend_name);
     if (!be_entry) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
@@ -100,6 +112,8 @@ int bora_cmd_graph(const bora_cli *cli)
         bora_log(BORA_LOG_ERROR, "out of memory");
         goto out;
     }
+    train->batch = eval->batch = micro;
+    train->grads_write = batch == micro;
     bora_tensor *loss = NULL, *logits = NULL;
     if (mops->build(model, &train->pub, BORA_MODE_TRAIN, &loss) != BORA_OK ||
         mops->build(model, &eval->pub, BORA_MODE_EVAL, &logits) != BORA_OK) {
@@ -125,6 +139,9 @@ int bora_cmd_graph(const bora_cli *cli)
     human(shared, sizeof shared, store->arena_bytes);
     printf("model %s (%s %s) on backend %s\n", me->ops->name, me->file->name, me->file->version,
            be_entry->ops->name);
+    printf("graphs built for a micro-batch of %lld sequences (train_batch_size %lld%s)\n",
+           (long long)micro, (long long)batch,
+           micro < batch ? ", the gradients added over micro-batches" : "");
     printf("parameters: %zu tensors, %zu values, %s (and as much for gradients)\n", store->n_slots,
            values, pbytes);
     if (store->shadows) {

@@ -190,8 +190,20 @@ int main(int argc, char **argv)
     CHECK(run(&out, "graph graph.yaml") == 0);
     CHECK_CONTAINS(out, "model fixture (fixture-model 0.0.1) on backend cpu\n");
     CHECK_CONTAINS(out, "parameters: 2 tensors, 51 values, 256 B (and as much for gradients)\n");
+    CHECK_CONTAINS(out, "graphs built for a micro-batch of 512 sequences (train_batch_size 512)\n");
     CHECK_CONTAINS(out, "train  graph: ");
     CHECK_CONTAINS(out, " without reuse\neval   graph: ");
+    free(out);
+    /* at the configured micro-batch, as bora train builds them */
+    CHECK(run(&out, "graph graph.yaml --trainer.train_batch_size=8 "
+                    "--trainer.per_device_parallelism=2") == 0);
+    CHECK_CONTAINS(out, "graphs built for a micro-batch of 2 sequences (train_batch_size 8, the "
+                        "gradients added over micro-batches)\n");
+    free(out);
+    CHECK(run(&out, "graph graph.yaml --trainer.train_batch_size=8 "
+                    "--trainer.per_device_parallelism=3") == 1);
+    CHECK_CONTAINS(out,
+                   "trainer.per_device_parallelism (3) must divide trainer.train_batch_size (8)");
     free(out);
     /* under r=bf16 it says how much of the residual stream the model marked (this one: none) */
     CHECK(run(&out, "graph graph.yaml --trainer.mp=p=f32,c=bf16,r=bf16") == 0);
