@@ -239,6 +239,16 @@ static int whole_base(const gval *v)
     return v->offset == 0 && g_numel(v) == g_numel(v->base) && dense_2d(v) && dense_any(v->base);
 }
 
+/* Base z and its views become views of base onto's storage, at the same element offsets (onto
+ * holds z's elements in z's order). */
+static void rebase(g_graph *g, gval *z, gval *onto)
+{
+    for (size_t v = 0; v < g->n_vals; v++)
+        if (g->vals[v]->base == z && g->vals[v] != z)
+            g->vals[v]->base = onto;
+    z->base = onto;
+}
+
 /* An embedding's gradient added to another gradient of the same table (a tied LM head's),
  * ADD(x, SCATTER_ADD(ids, rows)), as one SCATTER_ADD(ids, rows, x): the rows added into x's
  * values, in place where x's whole dense base is read by the ADD alone (the head's product then
@@ -276,10 +286,7 @@ static void scatter_into(g_graph *g)
                     xb->storage = S_GRAD;
                     xb->slot = z->slot;
                 } else if (z->storage == S_ARENA) { /* z and its views onto x's storage */
-                    for (size_t v = 0; v < g->n_vals; v++)
-                        if (g->vals[v]->base == z && g->vals[v] != z)
-                            g->vals[v]->base = xb;
-                    z->base = xb;
+                    rebase(g, z, xb);
                 }
             }
             /* S, reading x too and writing z, takes A's place (x and S's inputs are made by
@@ -342,11 +349,7 @@ static void bias_into_matmul(g_graph *g)
             gval *operands[4] = {M->in[0], M->in[1], b, c};
             if (!has_kernel(g, BORA_OP_MATMUL, operands, 4))
                 continue;
-            /* z and its views onto the product's storage: the same elements in the same order */
-            for (size_t v = 0; v < g->n_vals; v++)
-                if (g->vals[v]->base == z && g->vals[v] != z)
-                    g->vals[v]->base = c;
-            z->base = c;
+            rebase(g, z, c); /* the same elements in the same order */
             z->node = M;
             M->in[M->nin++] = b;
             drop_node(g, ai);
