@@ -321,7 +321,9 @@ static int bias_row(const gval *b)
  * finished sum as the product writes it (oneDNN's epilogue on the CPU), the bits of the ADD, and
  * the pass that read and wrote the whole result again is gone. The product must be read by the
  * ADD alone and in the ADD's own order; the ADD's result then becomes a view of the product's
- * storage. BORA_NO_FUSION turns it off. */
+ * storage. The bias must be stored outside the arena (a parameter, an input): one the graph
+ * computes may be made after the product, and its producer would not be marked needed through
+ * the product's reading it. BORA_NO_FUSION turns it off. */
 static void bias_into_matmul(g_graph *g)
 {
     if (!g->store->matmul_bias)
@@ -342,7 +344,7 @@ static void bias_into_matmul(g_graph *g)
                 y->offset != 0 || g_numel(y) != g_numel(c) || !dense_any(y) || y->ndim != z->ndim ||
                 memcmp(y->dims, z->dims, sizeof *y->dims * (size_t)z->ndim) ||
                 y->dims[y->ndim - 1] != c->dims[2] || g_numel(z) != g_numel(c) ||
-                c->dtype != z->dtype || b->dtype != z->dtype || b->base == c ||
+                c->dtype != z->dtype || b->dtype != z->dtype || b->base->storage == S_ARENA ||
                 b->ndim != y->ndim || b->dims[b->ndim - 1] != c->dims[2] || !bias_row(b) ||
                 !read_only_by(g, c, A, A))
                 continue;

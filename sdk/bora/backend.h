@@ -117,8 +117,10 @@ typedef struct bora_backend_ops {
     bora_status (*copy_out)(bora_backend *b, void *dst, bora_buffer *src, size_t offset,
                             size_t size);
 
-    /* The kernel for an op and the dtypes of its inputs, or NULL when unsupported (the host
-     * then uses the op's decomposition, or reports at build time). */
+    /* The kernel for an op and the dtypes of its operands (inputs, then outputs; n of them), or
+     * NULL when unsupported (the host then uses the op's decomposition, or reports at build
+     * time). The host asks for optional operands this way (MATMUL's bias, SCATTER_ADD's initial
+     * values): return NULL for an operand count the kernel does not take. */
     bora_kernel_fn (*kernel)(bora_backend *b, uint32_t op, const int32_t *dtypes, uint32_t n);
 
     /* (optional) Wait until all queued work is done. NULL: kernels run synchronously. */

@@ -9,8 +9,9 @@
  *     (where they are widened for sgemm the add would cost the same pass), never in f32;
  *   - the graph: under trainer.mp c=bf16 a two-layer MLP with biases and a residual has both its
  *     bias adds taken into the products (no bias ADD left, nor the buffers of its sums), and
- *     its loss and every gradient keep the bits of BORA_NO_FUSION's graph; where the products
- *     are widened, and in f32, nothing is taken.
+ *     its loss and every gradient keep the bits of BORA_NO_FUSION's graph; a bias the graph
+ *     computes (tanh of a parameter) stays an ADD, with the same bits; where the products are
+ *     widened, and in f32, nothing is taken.
  * On a CPU where oneDNN has no bf16 matmul the test says so and checks the widened rig only.
  *
  * usage: test_matmul_bias PLUGIN_DIR */
@@ -172,8 +173,9 @@ typedef struct gres {
     int with_bias, bias_adds; /* MATMUL nodes with a bias; ADDs of a product and a broadcast */
 } gres;
 
-/* out = (gelu(x·W1 + b1))·W2 + b2 + x; loss = Σ out · C. */
-static int run_mlp(int compute, int fused, const char *matmul_env, gres *o)
+/* out = (gelu(x·W1 + b1))·W2 + b2 + x; loss = Σ out · C. computed: the second bias is
+ * tanh(b2), a value the graph computes (which must stay an ADD). */
+static int run_mlp(int compute, int fused, const char *matmul_env, int computed, gres *o)
 {
     memset(o, 0, sizeof *o);
     if (fused)
@@ -194,6 +196,8 @@ static int run_mlp(int compute, int fused, const char *matmul_env, gres *o)
     bora_tensor *b1 = bora_param(gp, "b1", BORA_DTYPE_F32, 1, b1a, bora_init_normal(0.5), 0);
     bora_tensor *w2 = bora_param(gp, "w2", BORA_DTYPE_F32, 2, w2a, bora_init_normal(0.1), 0);
     bora_tensor *b2 = bora_param(gp, "b2", BORA_DTYPE_F32, 1, b2a, bora_init_normal(0.5), 0);
+    if (computed)
+        b2 = bora_unary(gp, BORA_OP_TANH, b2);
     const char *embed[] = {"embed"}, *hidden[] = {"hidden"};
     bora_dot_opts o1 = {sizeof o1, BORA_OP_GELU_TANH, b1}, o2 = {sizeof o2, 0, b2};
     bora_tensor *h = gp->api->dot(gp, x, w1, 1, embed, &o1);
@@ -241,11 +245,13 @@ static int run_mlp(int compute, int fused, const char *matmul_env, gres *o)
 
 /* The fused run against the unfused one: the same loss and gradient bits; taken: how many bias
  * adds the fused graph's products must have taken. The fused graph's buffers in bytes, or 0. */
-static size_t check_mlp(int compute, const char *matmul_env, int taken)
+static size_t check_mlp(int compute, const char *matmul_env, int computed, int taken)
 {
-    gres f, u;
-    const char *what = compute == BORA_DTYPE_BF16 ? "c=bf16" : "f32";
-    if (!run_mlp(compute, 1, matmul_env, &f) || !run_mlp(compute, 0, matmul_env, &u)) {
+    gres f = {0}, u = {0};
+    const char *what =
+        compute == BORA_DTYPE_BF16 ? (computed ? "c=bf16, b2 computed" : "c=bf16") : "f32";
+    if (!run_mlp(compute, 1, matmul_env, computed, &f) ||
+        !run_mlp(compute, 0, matmul_env, computed, &u)) {
         free(f.grads);
         free(u.grads);
         return 0;
@@ -286,7 +292,8 @@ int main(int argc, char **argv)
         int32_t f32[4] = {BORA_DTYPE_F32, BORA_DTYPE_F32, BORA_DTYPE_F32, BORA_DTYPE_F32};
         CHECK(r.ops->kernel(r.be, BORA_OP_MATMUL, f32, 4) == NULL);
         rig_close(&r);
-        taken_bytes = check_mlp(BORA_DTYPE_BF16, "onednn", 2);
+        taken_bytes = check_mlp(BORA_DTYPE_BF16, "onednn", 0, 2);
+        check_mlp(BORA_DTYPE_BF16, "onednn", 1, 1); /* a computed bias stays an ADD */
     } else {
         printf("oneDNN has no bf16 matmul on this CPU: checking only the widened products\n");
     }
@@ -295,8 +302,8 @@ int main(int argc, char **argv)
     int32_t dt4[4] = {BORA_DTYPE_BF16, BORA_DTYPE_BF16, BORA_DTYPE_F32, BORA_DTYPE_F32};
     CHECK(r.ops->kernel(r.be, BORA_OP_MATMUL, dt4, 4) == NULL);
     rig_close(&r);
-    size_t widened_bytes = check_mlp(BORA_DTYPE_BF16, "widen", 0);
-    check_mlp(BORA_DTYPE_F32, "widen", 0);
+    size_t widened_bytes = check_mlp(BORA_DTYPE_BF16, "widen", 0, 0);
+    check_mlp(BORA_DTYPE_F32, "widen", 0, 0);
     if (onednn) { /* the sums (the layers' outputs) live in their products' buffers */
         size_t sums = sizeof(float) * BATCH * POS * (HIDDEN + EMBED);
         printf("mlp, c=bf16: the arena's buffers take %zu bytes with the bias adds taken, %zu "

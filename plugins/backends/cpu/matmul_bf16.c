@@ -388,7 +388,11 @@ bora_status cpu_prepare(bora_backend *bk, const bora_kernel_args *a)
         a->inputs[0].dtype == BORA_DTYPE_BF16 && a->inputs[1].dtype == BORA_DTYPE_BF16 &&
         a->outputs[0].dtype == BORA_DTYPE_F32) {
         mm_entry *e[2];
-        entries_of(bk, a, 1, &st, e);
+        if (!entries_of(bk, a, 1, &st, e) && !st && a->n_inputs == 3) {
+            bora_kernel_args product = *a; /* run without its bias (then added): make that */
+            product.n_inputs = 2;
+            entries_of(bk, &product, 1, &st, e);
+        }
     }
     if (!st && (a->op == BORA_OP_ATTENTION || a->op == BORA_OP_ATTENTION_GRAD))
         return cpu_prepare_attention(bk, a);
