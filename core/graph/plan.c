@@ -343,10 +343,9 @@ static void bias_into_matmul(g_graph *g)
                 c->storage != S_ARENA || c == g->output->base || c->ndim != 3 || !dense_any(c) ||
                 y->offset != 0 || g_numel(y) != g_numel(c) || !dense_any(y) || y->ndim != z->ndim ||
                 memcmp(y->dims, z->dims, sizeof *y->dims * (size_t)z->ndim) ||
-                y->dims[y->ndim - 1] != c->dims[2] || g_numel(z) != g_numel(c) ||
-                c->dtype != z->dtype || b->dtype != z->dtype || b->base->storage == S_ARENA ||
-                b->ndim != y->ndim || b->dims[b->ndim - 1] != c->dims[2] || !bias_row(b) ||
-                !read_only_by(g, c, A, A))
+                y->dims[y->ndim - 1] != c->dims[2] || c->dtype != z->dtype ||
+                b->dtype != z->dtype || b->base->storage == S_ARENA || b->ndim != y->ndim ||
+                b->dims[b->ndim - 1] != c->dims[2] || !bias_row(b) || !read_only_by(g, c, A, A))
                 continue;
             gval *operands[4] = {M->in[0], M->in[1], b, c};
             if (!has_kernel(g, BORA_OP_MATMUL, operands, 4))

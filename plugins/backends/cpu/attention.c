@@ -211,18 +211,32 @@ static int att_prims(bora_backend *bk, const bora_kernel_args *a, const att_shap
     return 1;
 }
 
+/* att_prims into a new array: it, or NULL with *st -2 out of memory or -1 when oneDNN refuses one
+ * of them (the f32 path runs). */
+static const cpu_mm **att_prims_new(bora_backend *bk, const bora_kernel_args *a,
+                                    const att_shape *sh, int grad, int building, int *st)
+{
+    int64_t blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS;
+    const cpu_mm **mm = malloc(sizeof *mm * (size_t)(blocks * P_KINDS));
+    *st = -2;
+    if (mm && !att_prims(bk, a, sh, grad, building, mm)) {
+        free(mm);
+        mm = NULL;
+        *st = -1;
+    }
+    return mm;
+}
+
 bora_status cpu_prepare_attention(bora_backend *bk, const bora_kernel_args *a)
 {
     att_shape sh;
-    int grad = a->op == BORA_OP_ATTENTION_GRAD;
+    int grad = a->op == BORA_OP_ATTENTION_GRAD, st;
     if (!att_bf16_wanted(bk, a) || a->inputs[0].dtype != BORA_DTYPE_F32 ||
         !att_setup(a, grad ? 6 : 3, &sh))
         return BORA_OK;
-    int64_t blocks = (sh.T + ATT_ROWS - 1) / ATT_ROWS;
-    const cpu_mm **mm = malloc(sizeof *mm * (size_t)(blocks * P_KINDS));
-    if (!mm)
+    const cpu_mm **mm = att_prims_new(bk, a, &sh, grad, 1, &st);
+    if (!mm && st == -2)
         return bk->h->fail(bk->h, BORA_ERR_NOMEM, "out of memory making oneDNN's primitives");
-    att_prims(bk, a, &sh, grad, 1, mm);
     free(mm);
     return BORA_OK;
 }
@@ -253,13 +267,10 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
     const bora_tensor_desc *o = &a->outputs[0], *l = &a->outputs[1];
     int64_t blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS, T = sh->T, S = sh->S, E = sh->E;
     int64_t hb = att_heads_per_job(bk, sh), keys = att_keys(sh, T);
-    const cpu_mm **mm = malloc(sizeof *mm * (size_t)(blocks * P_KINDS));
+    int st;
+    const cpu_mm **mm = att_prims_new(bk, a, sh, 0, 0, &st);
     if (!mm)
-        return -2;
-    if (!att_prims(bk, a, sh, 0, 0, mm)) {
-        free(mm);
-        return -1;
-    }
+        return st;
     const cpu_simd *simd = bk->simd;
     int failed = 0;
 #pragma omp parallel
@@ -343,13 +354,10 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
     const bora_tensor_desc *dq = &a->outputs[0], *dk = &a->outputs[1], *dv = &a->outputs[2];
     int64_t blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS, T = sh->T, S = sh->S, E = sh->E;
     int64_t hb = att_heads_per_job(bk, sh), keys = att_keys(sh, T);
-    const cpu_mm **mm = malloc(sizeof *mm * (size_t)(blocks * P_KINDS));
+    int st;
+    const cpu_mm **mm = att_prims_new(bk, a, sh, 1, 0, &st);
     if (!mm)
-        return -2;
-    if (!att_prims(bk, a, sh, 1, 0, mm)) {
-        free(mm);
-        return -1;
-    }
+        return st;
     const cpu_simd *simd = bk->simd;
     int failed = 0;
 #pragma omp parallel

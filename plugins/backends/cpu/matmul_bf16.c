@@ -441,11 +441,6 @@ static int run_on(cpu_onednn *d, cpu_mm_stream *s, const mm_entry *e, void *cons
     return st;
 }
 
-static int run_entry(cpu_onednn *d, const mm_entry *e, void *const data[4])
-{
-    return run_on(d, NULL, e, data);
-}
-
 cpu_mm_stream *cpu_mm_stream_new(bora_backend *bk)
 {
     cpu_mm_stream *s = calloc(1, sizeof *s);
@@ -484,7 +479,7 @@ static int run_transposed(bora_backend *bk, mm_entry *const e[2], const bora_ker
     for (int64_t m0 = 0; m0 < M; m0 += XB) {
         int64_t mb = M - m0 < XB ? M - m0 : XB;
         void *data[4] = {B->data, (uint16_t *)A->data + m0 * A->strides[1], t, NULL};
-        int st = run_entry(bk->dnnl, e[mb == XB ? 0 : 1], data);
+        int st = run_on(bk->dnnl, NULL, e[mb == XB ? 0 : 1], data);
         if (st)
             return st;
         float *c = (float *)C->data + m0 * N;
@@ -522,7 +517,7 @@ int cpu_matmul_bf16_onednn(bora_backend *bk, const bora_kernel_args *a)
             size_t size = i == 2 ? sizeof(float) : sizeof(uint16_t);
             data[i] = (char *)t[i]->data + (size_t)(bi * t[i]->strides[0]) * size;
         }
-        st = run_entry(d, e[0], data);
+        st = run_on(d, NULL, e[0], data);
     }
     return st;
 }
