@@ -1,0 +1,92 @@
+/* core/train/internal.h — the trainer's state, shared by the files of core/train: trainer.c
+ * (building and the loop), settings.c (the configuration's keys), resume.c (checkpoints: what
+ * they record, saving, resuming) and data.c (the loaders and `bora cache`). */
+#ifndef BORA_CORE_TRAIN_INTERNAL_H
+#define BORA_CORE_TRAIN_INTERNAL_H
+
+#include "../data/loader.h"
+#include "../data/tokenizer.h"
+#include "../graph/graph.h"
+#include "../plugin/registry.h"
+#include "apply.h"
+#include "eval.h"
+#include "schedule.h"
+#include "tracklog.h"
+#include "trainer.h"
+#include <stdio.h>
+
+typedef struct keep_rule {
+    int64_t every, until; /* until < 0: forever */
+} keep_rule;
+
+typedef struct trainer {
+    bora_cfg *cfg;
+    bora_registry *reg;
+    /* settings */
+    int64_t steps, batch, micro, seed;
+    int crash_on_nan;
+    bora_mp mp; /* trainer.mp: the compute and residual stream dtypes */
+    const char *run_id, *base_path, *load_checkpoint;
+    char run_dir[4096], id_buf[64];
+    double save_interval, max_grad_norm;
+    keep_rule *keep;
+    size_t n_keep;
+    bora_schedule sched;
+    /* components */
+    const bora_entry *be_entry, *model_entry, *opt_entry;
+    bora_backend *be;
+    bora_model *model;
+    bora_optimizer *opt;
+    g_store *store;
+    g_graph *train;
+    bora_eval *eval; /* when there is a validation set */
+    bora_apply apply;
+    int apply_built;
+    bora_tokenizer *tok;
+    bora_loader *loader, *val;
+    int64_t steps_per_eval, max_eval_batches;
+    int has_val, has_val_urls, eval_only;
+    int64_t held_out;       /* data.validation_windows, when there are no validation_urls */
+    double wait_s;          /* the last step's wait for its batch */
+    double flops_per_token; /* 6N + 12 L d T */
+    double peak_gflops;     /* the backend's measured peak, 0 if unknown */
+    bora_eval_result last_eval;
+    int live, line_open; /* stdout is a terminal: one progress line redrawn in place */
+    bora_tracklog_entry *trackers;
+    size_t n_trackers;
+    bora_tracklog *log;
+    /* one step's rows */
+    int64_t seq_len;
+    int32_t *ids, *targets, *segs;
+    /* what a checkpoint records */
+    char *config_json, *record_json;
+    int force;
+    int64_t cache_workers; /* bora cache --workers */
+    int cache_rebuild;     /* bora cache --rebuild */
+} trainer;
+
+/* settings.c: check the configuration and read the settings; 0 when something was reported. */
+int tr_configure(trainer *t, bora_config *root);
+/* Whether the checkpoint of step stays (the last step, or a keep rule's). */
+int tr_permanent(const trainer *t, int64_t step);
+
+/* resume.c */
+void tr_cpu_model(char *buf, size_t cap);
+/* "key": "value" (and ", " when comma). */
+void tr_json_kv(FILE *f, const char *key, const char *value, int comma);
+/* What a checkpoint records of this run (host, plugins, data) and its configuration as JSON. */
+bora_status tr_make_record(trainer *t);
+bora_status tr_save(trainer *t, int64_t step);
+/* Resume from the run's latest checkpoint, or start from load_checkpoint, or from scratch.
+ * *start gets the last step already done. */
+bora_status tr_restore(trainer *t, int64_t *start);
+
+/* data.c: the training loader and the validation one. */
+bora_status tr_open_data(trainer *t, bora_config *root);
+
+/* trainer.c */
+void tr_duration_text(double s, char *buf, size_t cap);
+void tr_end_live_line(trainer *t);
+void tr_teardown(trainer *t);
+
+#endif

@@ -1,0 +1,354 @@
+/* core/train/resume.c — what a checkpoint records, saving one, and resuming from one (see internal.h). */
+#include "internal.h"
+
+#include "../ckpt/checkpoint.h"
+#include "../config/schema.h"
+#include "../data/cache.h"
+#include "../data/loader.h"
+#include "../graph/graph.h"
+#include "../util/log.h"
+#include "../util/str.h"
+#include "apply.h"
+#include "bora_version.h"
+#include "eval.h"
+#include "peak.h"
+#include "schedule.h"
+#include "tracklog.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- what a checkpoint records ------------------------------------------------------------- */
+
+void tr_cpu_model(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v += 1 + (v[1] == ' ');
+                v[strcspn(v, "\n")] = 0;
+                snprintf(buf, cap, "%s", v);
+            }
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+static void cpu_isa(char *buf, size_t cap)
+{
+    buf[0] = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    size_t at = 0;
+#define ISA(name)                                 \
+    if (__builtin_cpu_supports(name) && at < cap) \
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? " " : "", name);
+    ISA("sse4.2")
+    ISA("avx")
+    ISA("avx2") ISA("fma") ISA("avx512f") ISA("avx512bw") ISA("avx512vl") ISA("avx512bf16")
+#undef ISA
+#else
+    snprintf(buf, cap, "%s", "unknown");
+#endif
+}
+
+void tr_json_kv(FILE *f, const char *key, const char *value, int comma)
+{
+    bora_json_string(f, key);
+    fputs(": ", f);
+    bora_json_string(f, value);
+    if (comma)
+        fputs(", ", f);
+}
+
+/* One component's plugin: "name version fnv:HASH". */
+static void plugin_line(char *buf, size_t cap, const bora_entry *e)
+{
+    uint64_t h = 0;
+    if (bora_hash_file(e->file->path, &h) != 0)
+        h = 0;
+    snprintf(buf, cap, "%s %s fnv:%016" PRIx64, e->file->name ? e->file->name : "?",
+             e->file->version ? e->file->version : "?", h);
+}
+
+bora_status tr_make_record(trainer *t)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    char buf[1024], backend[512] = "";
+    uint64_t host_hash = 0;
+    if (bora_hash_file("/proc/self/exe", &host_hash) != 0)
+        host_hash = 0;
+    const bora_backend_ops *bops = (const bora_backend_ops *)t->be_entry->ops;
+    if (bops->describe)
+        bops->describe(t->be, backend, sizeof backend);
+    fputs("{", f);
+    snprintf(buf, sizeof buf, "bora %s (%s) fnv:%016" PRIx64, BORA_VERSION, BORA_GIT_COMMIT,
+             host_hash);
+    tr_json_kv(f, "host", buf, 1);
+    tr_cpu_model(buf, sizeof buf);
+    tr_json_kv(f, "cpu", buf, 1);
+    cpu_isa(buf, sizeof buf);
+    tr_json_kv(f, "isa", buf, 1);
+    snprintf(buf, sizeof buf, "%s: %s", t->be_entry->ops->name, backend);
+    tr_json_kv(f, "backend", buf, 1);
+    plugin_line(buf, sizeof buf, t->be_entry);
+    tr_json_kv(f, "backend_plugin", buf, 1);
+    plugin_line(buf, sizeof buf, t->model_entry);
+    tr_json_kv(f, "model_plugin", buf, 1);
+    plugin_line(buf, sizeof buf, t->opt_entry);
+    tr_json_kv(f, "optimizer_plugin", buf, 1);
+    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the token cache in %s)",
+             bora_loader_hash(t->loader), bora_loader_cache_dir(t->loader));
+    tr_json_kv(f, "data", buf, 0);
+    fputs("}", f);
+    if (fclose(f) != 0 || !text)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    t->record_json = text;
+    /* The resolved configuration, as JSON. */
+    text = NULL;
+    f = open_memstream(&text, &len);
+    if (!f)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_cfg_write_json(bora_cfg_root(t->cfg), f);
+    if (fclose(f) != 0 || !text)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    t->config_json = text;
+    return BORA_OK;
+}
+
+static char *trainer_json(const trainer *t, int64_t step)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "{\n  \"format\": \"bora-checkpoint-1\",\n  \"step\": %" PRId64 ",\n  \"run_id\": ",
+            step);
+    bora_json_string(f, t->run_id);
+    /* Temporary checkpoints are removed by the next save; permanent ones stay, whatever a later
+     * policy says. */
+    fprintf(f, ",\n  \"permanent\": %s", tr_permanent(t, step) ? "true" : "false");
+    /* Initialisation and data order are counter-based functions of (seed, name, index) and
+     * (seed, batch): the seed and the step are the whole random state. */
+    fprintf(f,
+            ",\n  \"rng\": {\"generator\": \"philox4x32-10\", \"seed\": %" PRId64
+            ", \"next_batch\": %" PRId64 "},\n",
+            t->seed, step);
+    fprintf(f, "  \"determinism\": %s,\n  \"config\": %s\n}\n", t->record_json, t->config_json);
+    if (fclose(f) != 0)
+        return NULL;
+    return text;
+}
+
+/* Configuration keys that change nothing a step computes: who logs and where checkpoints go. */
+static int ignorable(const char *path)
+{
+    if (!strncmp(path, "config.", 7))
+        path += 7;
+    static const char *const keys[] = {"trainer.tracker", "trainer.checkpointer", "trainer.id",
+                                       "trainer.load_checkpoint", NULL};
+    for (const char *const *k = keys; *k; k++) {
+        size_t n = strlen(*k);
+        if (!strncmp(path, *k, n) && (path[n] == 0 || path[n] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Append the paths where a and b differ (objects key by key; anything else whole). */
+static void diff_json(json_object *a, json_object *b, const char *path, FILE *out, int *n)
+{
+    if (json_object_is_type(a, json_type_object) && json_object_is_type(b, json_type_object)) {
+        json_object_object_foreach(a, key, va)
+        {
+            char sub[512];
+            snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", key);
+            json_object *vb = NULL;
+            json_object_object_get_ex(b, key, &vb);
+            diff_json(va, vb, sub, out, n);
+        }
+        json_object_object_foreach(b, key2, vb2)
+        {
+            (void)vb2;
+            if (!json_object_object_get_ex(a, key2, NULL)) {
+                char sub[512];
+                snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", key2);
+                diff_json(NULL, vb2, sub, out, n);
+            }
+        }
+        return;
+    }
+    if (json_object_equal(a, b) || ignorable(path))
+        return;
+    if (++*n <= 8)
+        fprintf(out, "\n  %s: %s then, %s now", path,
+                a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN |
+                                                          JSON_C_TO_STRING_NOSLASHESCAPE)
+                  : "absent",
+                b ? json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN |
+                                                          JSON_C_TO_STRING_NOSLASHESCAPE)
+                  : "absent");
+}
+
+/* Compare a checkpoint's record and configuration with this run's. */
+static bora_status check_resume(trainer *t, const char *dir, int64_t *step)
+{
+    char *text;
+    bora_status st = bora_ckpt_read_trainer(dir, &text);
+    if (st != BORA_OK)
+        return st;
+    json_object *saved = json_tokener_parse(text);
+    free(text);
+    json_object *rec = NULL, *conf = NULL, *jstep = NULL;
+    if (!saved || !json_object_object_get_ex(saved, "step", &jstep) ||
+        !json_object_is_type(jstep, json_type_int) ||
+        !json_object_object_get_ex(saved, "determinism", &rec) ||
+        !json_object_object_get_ex(saved, "config", &conf)) {
+        json_object_put(saved);
+        return bora_error_set(BORA_ERR_INVALID,
+                              "%s/trainer.json: not a bora checkpoint record (step, determinism "
+                              "and config expected)",
+                              dir);
+    }
+    *step = json_object_get_int64(jstep);
+    json_object *now_rec = json_tokener_parse(t->record_json);
+    json_object *now_conf = json_tokener_parse(t->config_json);
+    char *report = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&report, &len);
+    int n = 0;
+    if (out) {
+        diff_json(rec, now_rec, "", out, &n);
+        diff_json(conf, now_conf, "config", out, &n);
+        if (n > 8)
+            fprintf(out, "\n  (and %d more)", n - 8);
+        fclose(out);
+    }
+    if (n) {
+        bora_log(t->force ? BORA_LOG_WARN : BORA_LOG_ERROR,
+                 "%s was made by a run that differs from this one, so the result would not be "
+                 "the same bits:%s",
+                 dir, report ? report : "");
+        st = t->force ? BORA_OK
+                      : bora_error_set(BORA_ERR_INVALID,
+                                       "not resuming; pass --force to resume anyway, or "
+                                       "give another trainer.id to start afresh");
+    }
+    free(report);
+    json_object_put(now_rec);
+    json_object_put(now_conf);
+    json_object_put(saved);
+    return st;
+}
+
+/* ---- checkpoints ----------------------------------------------------------------------------- */
+
+/* Whether a saved checkpoint was temporary, as its trainer.json says. */
+static int temporary(const trainer *t, int64_t step)
+{
+    char dir[4200], *text;
+    snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, step);
+    if (bora_ckpt_read_trainer(dir, &text) != BORA_OK)
+        return 0;
+    json_object *o = json_tokener_parse(text), *p = NULL;
+    int temp = o && json_object_object_get_ex(o, "permanent", &p) &&
+               json_object_is_type(p, json_type_boolean) && !json_object_get_boolean(p);
+    json_object_put(o);
+    free(text);
+    return temp;
+}
+
+bora_status tr_save(trainer *t, int64_t step)
+{
+    char *json = trainer_json(t, step);
+    if (!json)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
+    char dir[4200];
+    /* Every metric up to this step is made durable first: a run resumed from this checkpoint
+     * will not log these steps again. */
+    double t0 = bora_now_s();
+    size_t queued = bora_tracklog_flush(t->log);
+    tr_end_live_line(t);
+    if (bora_now_s() - t0 > 1.0)
+        printf("checkpoint: waited %.1f s for the trackers to take %zu queued calls\n",
+               bora_now_s() - t0, queued);
+    t0 = bora_now_s();
+    printf("checkpoint: saving step %" PRId64 " to %s/step-%" PRId64 "\n", step, t->run_dir, step);
+    fflush(stdout);
+    bora_status st = bora_ckpt_save(t->store, oops->slots, t->run_dir, step, json, dir, sizeof dir);
+    free(json);
+    if (st != BORA_OK)
+        return st;
+    printf("checkpoint: saved %s (%.2f s)%s\n", dir, bora_now_s() - t0,
+           tr_permanent(t, step) ? "" : " (temporary: the next save replaces it)");
+    fflush(stdout);
+    /* Temporary checkpoints before this one go. */
+    int64_t *steps;
+    size_t n;
+    if (bora_ckpt_list(t->run_dir, &steps, &n) == BORA_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (steps[i] < step && temporary(t, steps[i]))
+                bora_ckpt_remove(t->run_dir, steps[i]);
+        free(steps);
+    }
+    return BORA_OK;
+}
+
+/* Resume from the run's latest checkpoint, or start from load_checkpoint, or from scratch.
+ * *start gets the last step already done. */
+bora_status tr_restore(trainer *t, int64_t *start)
+{
+    *start = 0;
+    int64_t *steps;
+    size_t n;
+    bora_status st = bora_ckpt_list(t->run_dir, &steps, &n);
+    if (st != BORA_OK)
+        return st;
+    const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
+    if (n) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, steps[n - 1]);
+        free(steps);
+        int64_t step = 0;
+        if ((st = check_resume(t, dir, &step)) != BORA_OK)
+            return st;
+        if ((st = bora_ckpt_load_model(t->store, dir)) != BORA_OK ||
+            (st = bora_ckpt_load_optimizer(t->store, oops->slots, dir)) != BORA_OK)
+            return bora_error_set(st, "cannot resume from %s: %s", dir, bora_error_get());
+        *start = step;
+        printf("resuming run %s from %s (step %" PRId64 " of %" PRId64 ")\n", t->run_id, dir, step,
+               t->steps);
+        return BORA_OK;
+    }
+    free(steps);
+    if (*t->load_checkpoint) {
+        if ((st = bora_ckpt_load_model(t->store, t->load_checkpoint)) != BORA_OK)
+            return bora_error_set(st, "trainer.load_checkpoint: %s", bora_error_get());
+        printf("starting run %s from the weights in %s\n", t->run_id, t->load_checkpoint);
+        return BORA_OK;
+    }
+    printf("starting run %s (checkpoints in %s)\n", t->run_id, t->run_dir);
+    return BORA_OK;
+}

@@ -1,0 +1,271 @@
+/* core/train/settings.c — the configuration keys a run reads (see internal.h). */
+#include "internal.h"
+
+#include "../ckpt/checkpoint.h"
+#include "../config/schema.h"
+#include "../data/cache.h"
+#include "../data/loader.h"
+#include "../graph/graph.h"
+#include "../util/log.h"
+#include "../util/str.h"
+#include "apply.h"
+#include "bora_version.h"
+#include "eval.h"
+#include "peak.h"
+#include "schedule.h"
+#include "tracklog.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- settings ------------------------------------------------------------------------------ */
+
+/* Give the model the tokenizer's vocabulary size unless the configuration sets one. */
+static bora_status vocab_from_tokenizer(trainer *t, bora_config *root)
+{
+    bora_config *mnode = bora_cfg_child(root, "model"), *data = bora_cfg_child(root, "data");
+    const char *type = NULL, *tok_path = NULL;
+    if (!mnode || mnode->kind != BORA_NODE_MAP || !data || data->kind != BORA_NODE_MAP)
+        return BORA_OK; /* the check reports it */
+    if (bora_cfg_string(mnode, "type", NULL, &type) != BORA_OK || !type ||
+        bora_cfg_string(data, "tokenizer", "", &tok_path) != BORA_OK || !tok_path || !*tok_path)
+        return BORA_OK;
+    if (bora_tokenizer_load(tok_path, &t->tok) != BORA_OK)
+        return bora_error_set(BORA_ERR_INVALID, "data.tokenizer: %s", bora_error_get());
+    const bora_entry *e = bora_registry_find(t->reg, BORA_KIND_MODEL, type);
+    int declares = 0;
+    for (const bora_key *k = e ? e->ops->keys : NULL; k && k->name; k++)
+        declares |= !strcmp(k->name, "vocab_size");
+    size_t vocab = bora_tokenizer_vocab_size(t->tok);
+    if (!declares)
+        return BORA_OK;
+    bora_config *given = bora_cfg_child(mnode, "vocab_size");
+    if (!given || given->kind == BORA_NODE_NULL) {
+        char v[32];
+        snprintf(v, sizeof v, "%zu", vocab);
+        return bora_cfg_override(t->cfg, "model.vocab_size", v);
+    }
+    int64_t n;
+    if (bora_cfg_int(mnode, "vocab_size", 0, &n) == BORA_OK && n < (int64_t)vocab)
+        bora_cfg_error(t->cfg, given,
+                       "model.vocab_size: %lld is smaller than the tokenizer's vocabulary (%zu)",
+                       (long long)n, vocab);
+    return BORA_OK;
+}
+
+static bora_status read_keep(trainer *t, bora_config *cp)
+{
+    bora_config *keep = bora_cfg_child(cp, "keep");
+    if (!keep || keep->kind == BORA_NODE_NULL)
+        return BORA_OK;
+    if (keep->kind != BORA_NODE_LIST)
+        return bora_cfg_error(t->cfg, keep,
+                              "trainer.checkpointer.keep: expected a list of {every: N, until: M}");
+    t->keep = calloc(keep->n ? keep->n : 1, sizeof *t->keep);
+    if (!t->keep)
+        return BORA_ERR_NOMEM;
+    for (size_t i = 0; i < keep->n; i++) {
+        bora_config *r = bora_cfg_at(keep, i);
+        if (r->kind != BORA_NODE_MAP) {
+            bora_cfg_error(t->cfg, r, "trainer.checkpointer.keep: expected {every: N, until: M}");
+            continue;
+        }
+        int64_t every = 0, until = -1;
+        bora_cfg_int(r, "every", 0, &every);
+        bora_cfg_int(r, "until", -1, &until);
+        for (size_t k = 0; k < r->n; k++)
+            if (strcmp(r->keys[k], "every") && strcmp(r->keys[k], "until"))
+                bora_cfg_error(t->cfg, r->values[k],
+                               "trainer.checkpointer.keep: unknown key '%s' (every, until)",
+                               r->keys[k]);
+        if (every < 1)
+            bora_cfg_error(t->cfg, r, "trainer.checkpointer.keep: 'every' must be 1 or more");
+        t->keep[t->n_keep++] = (keep_rule){every, until};
+    }
+    return BORA_OK;
+}
+
+int tr_permanent(const trainer *t, int64_t step)
+{
+    if (step == t->steps)
+        return 1;
+    for (size_t i = 0; i < t->n_keep; i++)
+        if (step % t->keep[i].every == 0 && (t->keep[i].until < 0 || step <= t->keep[i].until))
+            return 1;
+    return 0;
+}
+
+/* Whether a urls value names anything (a non-empty list, or a string). */
+static int has_urls(const bora_config *u)
+{
+    return u && ((u->kind == BORA_NODE_LIST && u->n > 0) ||
+                 (u->kind == BORA_NODE_SCALAR && u->text && *u->text));
+}
+
+int bora_mp_parse(const char *mp, bora_mp *out, char *err, size_t cap)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", mp);
+    int seen[3] = {0, 0, 0};
+    const char *keys = "pcr";
+    out->compute = out->residual = BORA_DTYPE_F32;
+    for (char *save = NULL, *part = strtok_r(buf, ",", &save); part;
+         part = strtok_r(NULL, ",", &save)) {
+        while (*part == ' ')
+            part++;
+        const char *k = part[0] && part[1] == '=' ? strchr(keys, part[0]) : NULL;
+        if (!k) {
+            snprintf(err, cap,
+                     "trainer.mp: '%s' is not key=dtype with key p (parameters), c (compute) or "
+                     "r (residual stream), as in p=f32,c=bf16",
+                     part);
+            return -1;
+        }
+        int ki = (int)(k - keys);
+        const char *v = part + 2;
+        int bf16 = !strcmp(v, "bf16"), f32 = !strcmp(v, "f32");
+        if (seen[ki]++)
+            snprintf(err, cap, "trainer.mp: '%c' is given twice in '%s'", keys[ki], mp);
+        else if (!bf16 && !f32)
+            snprintf(err, cap, "trainer.mp: %c=%s: the dtype is f32 or bf16", keys[ki], v);
+        else if (ki == 0 && !f32)
+            snprintf(err, cap,
+                     "trainer.mp: p=%s: parameters, their gradients and the optimizer's state are "
+                     "kept in f32 (p=f32)",
+                     v);
+        else {
+            int dtype = bf16 ? BORA_DTYPE_BF16 : BORA_DTYPE_F32;
+            if (ki == 1)
+                out->compute = dtype;
+            else if (ki == 2)
+                out->residual = dtype;
+            continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static bora_status read_settings(trainer *t, bora_config *root)
+{
+    bora_cfg *cfg = t->cfg;
+    bora_config *tr = bora_cfg_child(root, "trainer"), *cp = bora_cfg_child(tr, "checkpointer");
+    bora_config *op = bora_cfg_child(root, "optimizer");
+    bora_cfg_int(tr, "num_train_steps", 10000, &t->steps);
+    bora_cfg_int(tr, "train_batch_size", 512, &t->batch);
+    bora_cfg_int(tr, "per_device_parallelism", -1, &t->micro);
+    bora_cfg_int(tr, "seed", 0, &t->seed);
+    bora_cfg_bool(tr, "crash_on_nan", 1, &t->crash_on_nan);
+    bora_cfg_int(tr, "steps_per_eval", 1000, &t->steps_per_eval);
+    bora_cfg_int(tr, "max_eval_batches", -1, &t->max_eval_batches);
+    /* a validation set: data.validation_urls, a mixture's datasets' ones, or windows held out
+     * of train_urls */
+    bora_config *data = bora_cfg_child(root, "data"), *cs = bora_cfg_child(data, "configs");
+    t->has_val_urls = has_urls(bora_cfg_child(data, "validation_urls"));
+    for (size_t i = 0; cs && cs->kind == BORA_NODE_MAP && i < cs->n; i++)
+        t->has_val_urls |= cs->values[i]->kind == BORA_NODE_MAP &&
+                           has_urls(bora_cfg_child(cs->values[i], "validation_urls"));
+    bora_cfg_int(data, "validation_windows", 0, &t->held_out);
+    if (t->has_val_urls || t->held_out < 0)
+        t->held_out = 0;
+    t->has_val = t->has_val_urls || t->held_out > 0;
+    if (t->steps_per_eval < 1)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "steps_per_eval"),
+                       "trainer.steps_per_eval: must be 1 or more");
+    bora_cfg_string(tr, "id", "", &t->run_id);
+    bora_cfg_string(tr, "load_checkpoint", "", &t->load_checkpoint);
+    const char *mp = "p=f32,c=f32";
+    bora_cfg_string(tr, "mp", "p=f32,c=f32", &mp);
+    char mp_err[256];
+    if (bora_mp_parse(mp, &t->mp, mp_err, sizeof mp_err))
+        bora_cfg_error(cfg, bora_cfg_child(tr, "mp"), "%s", mp_err);
+    bora_cfg_string(cp, "base_path", "checkpoints", &t->base_path);
+    bora_cfg_duration(cp, "save_interval", 900, &t->save_interval);
+    read_keep(t, cp);
+    if (t->steps < 1)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "num_train_steps"),
+                       "trainer.num_train_steps: must be 1 or more");
+    if (t->batch < 1)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "train_batch_size"),
+                       "trainer.train_batch_size: must be 1 or more");
+    if (t->micro == -1 || t->micro > t->batch)
+        t->micro = t->batch;
+    if (t->micro < 1 || t->batch % t->micro)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "per_device_parallelism"),
+                       "trainer.per_device_parallelism: %lld does not divide train_batch_size "
+                       "(%lld)",
+                       (long long)t->micro, (long long)t->batch);
+    double lr, warmup, decay = 0, min_ratio;
+    const char *schedule;
+    bora_cfg_float(op, "learning_rate", 6e-4, &lr);
+    bora_cfg_string(op, "lr_schedule", "cosine", &schedule);
+    bora_cfg_float(op, "warmup", 0.01, &warmup);
+    bora_config *dn = bora_cfg_child(op, "decay");
+    int decay_given = dn && dn->kind != BORA_NODE_NULL;
+    bora_cfg_float(op, "decay", 0, &decay);
+    bora_cfg_float(op, "min_lr_ratio", 0.1, &min_ratio);
+    bora_cfg_float(op, "max_grad_norm", 1.0, &t->max_grad_norm);
+    if (bora_cfg_error_count(cfg))
+        return BORA_ERR_CONFIG;
+    if (bora_schedule_init(&t->sched, schedule, lr, warmup, decay, decay_given, min_ratio,
+                           t->steps) != BORA_OK)
+        return bora_cfg_error(cfg, op, "%s", bora_error_get());
+    if (!*t->run_id) {
+        /* A new id: the time it started and the process, e.g. 20261122-181530-4f2a. */
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(t->id_buf, sizeof t->id_buf, "%s-%04x", stamp,
+                 (unsigned)((uint32_t)getpid() * 2654435761u >> 16) & 0xffff);
+        t->run_id = t->id_buf;
+    } else if (strchr(t->run_id, '/') || !strcmp(t->run_id, ".") || !strcmp(t->run_id, "..")) {
+        return bora_cfg_error(cfg, bora_cfg_child(tr, "id"),
+                              "trainer.id: '%s' is not a valid run id (no '/', not . or ..)",
+                              t->run_id);
+    }
+    if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%s", t->base_path, t->run_id) >=
+        (int)sizeof t->run_dir)
+        return bora_cfg_error(cfg, cp, "trainer.checkpointer.base_path: too long");
+    return BORA_OK;
+}
+
+/* Check the configuration and read the settings; 0 when something was reported. */
+int tr_configure(trainer *t, bora_config *root)
+{
+    bora_cfg *cfg = t->cfg;
+    if (vocab_from_tokenizer(t, root) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        return 0;
+    }
+    bora_config_check(cfg, t->reg, 1);
+    bora_config *mnode = bora_cfg_child(root, "model"), *onode = bora_cfg_child(root, "optimizer");
+    if (!bora_cfg_error_count(cfg) && (!mnode || mnode->kind == BORA_NODE_NULL))
+        bora_cfg_error(cfg, NULL, "the configuration has no model section (model: {type: ...})");
+    if (!bora_cfg_error_count(cfg) && !t->eval_only && (!onode || onode->kind == BORA_NODE_NULL))
+        bora_cfg_error(cfg, NULL,
+                       "the configuration has no optimizer section (optimizer: {type: adamw})");
+    if (!bora_cfg_error_count(cfg) &&
+        (bora_config_select(mnode, BORA_KIND_MODEL, t->reg, &t->model_entry) != BORA_OK ||
+         (!t->eval_only &&
+          bora_config_select(onode, BORA_KIND_OPTIMIZER, t->reg, &t->opt_entry) != BORA_OK)))
+        bora_cfg_error(cfg, NULL, "%s", bora_error_get());
+    if (!bora_cfg_error_count(cfg))
+        read_settings(t, root);
+    if (bora_cfg_error_count(cfg)) {
+        bora_cfg_print_errors(cfg, stderr);
+        return 0;
+    }
+    return 1;
+}
