@@ -216,7 +216,7 @@ static void test_includes_and_merge(void)
                     "100",
                     "--data.train_urls=[a.jsonl, b.jsonl]",
                     "--model.extra.deep=x"};
-    CHECK(bora_cfg_parse_args(cfg, 7, argv) == BORA_OK);
+    CHECK(bora_cfg_parse_args(cfg, 7, argv, NULL) == BORA_OK);
     bora_config *root = bora_cfg_root(cfg);
     int64_t i;
     const char *s;
@@ -281,7 +281,7 @@ static void bad_override(const char *key, const char *value, const char *expect)
 static void bad_args(int argc, char **argv, const char *expect)
 {
     bora_cfg *cfg = bora_cfg_new();
-    CHECK(bora_cfg_parse_args(cfg, argc, argv) == BORA_ERR_CONFIG);
+    CHECK(bora_cfg_parse_args(cfg, argc, argv, NULL) == BORA_ERR_CONFIG);
     char *errs = errors_of(cfg);
     CHECK_CONTAINS(errs, expect);
     free(errs);

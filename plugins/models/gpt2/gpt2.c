@@ -94,6 +94,17 @@ static bora_status gpt2_create(const bora_host *h, const bora_config *cfg, bora_
         if (*ints[i] < 1)
             st = h->fail(h, BORA_ERR_CONFIG, "%s must be at least 1, not %lld", gpt2_keys[i].name,
                          (long long)*ints[i]);
+    /* Written "!(x >= 0)" so that NaN is refused too. */
+    if (st == BORA_OK && !(m->initializer_range >= 0 && isfinite(m->initializer_range)))
+        st = h->fail(h, BORA_ERR_CONFIG,
+                     "model.initializer_range: %g is not a standard deviation; give 0 or more "
+                     "(GPT-2 uses 0.02)",
+                     m->initializer_range);
+    if (st == BORA_OK && !(m->layer_norm_epsilon > 0 && isfinite(m->layer_norm_epsilon)))
+        st = h->fail(h, BORA_ERR_CONFIG,
+                     "model.layer_norm_epsilon: %g would let LayerNorm divide by zero; give a "
+                     "number above 0 (GPT-2 uses 1e-5)",
+                     m->layer_norm_epsilon);
     if (st == BORA_OK && m->hidden_dim % m->num_heads)
         st = h->fail(h, BORA_ERR_CONFIG, "hidden_dim %lld does not divide into %lld heads",
                      (long long)m->hidden_dim, (long long)m->num_heads);

@@ -39,11 +39,17 @@ static bora_status adamw_create(const bora_host *h, const bora_config *cfg, bora
         st = h->config_float(h, cfg, "epsilon", 1e-8, &a->epsilon);
     if (st == BORA_OK)
         st = h->config_float(h, cfg, "weight_decay", 0.1, &a->weight_decay);
-    if (st == BORA_OK && (a->beta1 < 0 || a->beta1 >= 1 || a->beta2 < 0 || a->beta2 >= 1))
-        st = h->fail(h, BORA_ERR_CONFIG, "beta1 and beta2 must be in [0, 1), not %g and %g",
-                     a->beta1, a->beta2);
-    if (st == BORA_OK && (a->epsilon <= 0 || a->weight_decay < 0))
-        st = h->fail(h, BORA_ERR_CONFIG, "epsilon must be positive and weight_decay at least 0");
+    /* Each range written so that NaN falls outside it. */
+    if (st == BORA_OK && !(a->beta1 >= 0 && a->beta1 < 1))
+        st = h->fail(h, BORA_ERR_CONFIG, "optimizer.beta1: %g is not in [0, 1)", a->beta1);
+    if (st == BORA_OK && !(a->beta2 >= 0 && a->beta2 < 1))
+        st = h->fail(h, BORA_ERR_CONFIG, "optimizer.beta2: %g is not in [0, 1)", a->beta2);
+    if (st == BORA_OK && !(a->epsilon > 0 && isfinite(a->epsilon)))
+        st = h->fail(h, BORA_ERR_CONFIG, "optimizer.epsilon: %g is not a number above 0",
+                     a->epsilon);
+    if (st == BORA_OK && !(a->weight_decay >= 0 && isfinite(a->weight_decay)))
+        st = h->fail(h, BORA_ERR_CONFIG, "optimizer.weight_decay: %g is not 0 or more",
+                     a->weight_decay);
     if (st != BORA_OK) {
         h->free(h, a);
         return st;
