@@ -14,11 +14,11 @@ typedef struct adamw {
 } adamw;
 
 static const bora_key adamw_keys[] = {
-    {"beta1", BORA_KEY_FLOAT, 0, "0.9", "decay of the first moment"},
-    {"beta2", BORA_KEY_FLOAT, 0, "0.95", "decay of the second moment"},
-    {"epsilon", BORA_KEY_FLOAT, 0, "1e-8", "added to the second moment's square root"},
+    {"beta1", BORA_KEY_FLOAT, 0, "0.9", "decay of the first moment, in [0, 1)"},
+    {"beta2", BORA_KEY_FLOAT, 0, "0.95", "decay of the second moment, in [0, 1)"},
+    {"epsilon", BORA_KEY_FLOAT, 0, "1e-8", "added to the second moment's square root (above 0)"},
     {"weight_decay", BORA_KEY_FLOAT, 0, "0.1",
-     "decoupled weight decay (not on norms, biases or embeddings)"},
+     "decoupled weight decay, 0 or more (not on norms, biases or embeddings)"},
     {NULL, 0, 0, NULL, NULL},
 };
 
