@@ -704,6 +704,9 @@ static bora_status unknown_option(bora_cfg *cfg, const char *a, const char *cons
     if (!near)
         near = bora_cfg_closest_option(a, own);
     int len = (int)strcspn(a, "=");
+    if (near && (int)strlen(near) == len && !strncmp(a, near, (size_t)len))
+        return cfg_error_at(cfg, "command line", 0, 0, "%s takes no value (give it as %s alone)",
+                            near, near);
     if (near)
         return cfg_error_at(cfg, "command line", 0, 0, "unknown option '%.*s'; did you mean '%s'?",
                             len, a, near);

@@ -47,6 +47,8 @@ lacks "$out" "needs a value"
 refused train --forse run.yaml
 has "$out" "unknown option '--forse'; did you mean '--force'?"
 lacks "$out" "unexpected argument 'run.yaml'" # the file is not taken as --forse's value
+refused train run.yaml --force=yes
+has "$out" "--force takes no value (give it as --force alone)"
 refused eval run.yaml --checkpoint ckpt --jsn
 has "$out" "unknown option '--jsn'; did you mean '--json'?"
 refused cache run.yaml --rebiuld
