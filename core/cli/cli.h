@@ -13,6 +13,14 @@ typedef struct bora_cli {
     char **argv;
 } bora_cli;
 
+/* The options main() takes for every command, for commands to list with their own when they
+ * suggest the closest to an unknown one. */
+#define BORA_CLI_GLOBAL_OPTIONS "--plugin-dir", "--verbose", "--quiet", "--help", "--version"
+
+/* Report an option a command does not take, with the closest of known (NULL-terminated)
+ * suggested: "bora runs: unknown option '--bd'; did you mean '--db'?". Returns 2. */
+int bora_cli_unknown_option(const char *cmd, const char *arg, const char *const *known);
+
 /* Build the search path (--plugin-dir, BORA_PLUGIN_PATH, this executable's plugin directory)
  * and load every plugin on it. NULL with the error printed when a --plugin-dir is missing. */
 bora_registry *bora_cli_load_plugins(const bora_cli *cli);

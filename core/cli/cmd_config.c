@@ -57,7 +57,8 @@ static int config_show(const bora_cli *cli, int argc, char **argv)
         return 1;
     }
     /* Syntax errors stop here; otherwise every problem of every file is collected. */
-    if (bora_cfg_parse_args(cfg, n, rest) == BORA_OK)
+    static const char *const options[] = {"--json", BORA_CLI_GLOBAL_OPTIONS, NULL};
+    if (bora_cfg_parse_args(cfg, n, rest, options) == BORA_OK)
         bora_config_check(cfg, reg, 1);
     int rc = 0;
     if (bora_cfg_error_count(cfg)) {

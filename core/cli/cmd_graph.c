@@ -49,7 +49,8 @@ int bora_cmd_graph(const bora_cli *cli)
     g_graph *train = NULL, *eval = NULL;
     if (!reg || !cfg)
         goto out;
-    if (bora_cfg_parse_args(cfg, cli->argc, cli->argv) == BORA_OK)
+    static const char *const options[] = {BORA_CLI_GLOBAL_OPTIONS, NULL};
+    if (bora_cfg_parse_args(cfg, cli->argc, cli->argv, options) == BORA_OK)
         bora_config_check(cfg, reg, 0);
     bora_config *root = bora_cfg_root(cfg);
     bora_config *mnode = bora_cfg_child(root, "model");

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +52,15 @@ static const char *col(sqlite3_stmt *q, int i)
 
 static int open_db(const char *path, sqlite3 **db)
 {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        /* sqlite would call it a disk I/O error */
+        size_t len = strlen(path);
+        bora_log(BORA_LOG_ERROR,
+                 "runs: %s is a directory; --db takes the database file, e.g. %s%sbora.db", path,
+                 path, len && path[len - 1] == '/' ? "" : "/");
+        return 1;
+    }
     if (access(path, F_OK) != 0) {
         bora_log(BORA_LOG_ERROR,
                  "runs: no run database at %s (runs are recorded there by the sqlite tracker, "
@@ -478,11 +488,17 @@ int bora_cmd_runs(const bora_cli *cli)
     int n = 0;
     for (int i = 0; i < cli->argc; i++) {
         const char *a = cli->argv[i];
-        if (!strcmp(a, "--db") && i + 1 < cli->argc)
-            db_path = cli->argv[++i];
-        else if (!strncmp(a, "--db=", 5))
-            db_path = a + 5;
-        else if (a[0] == '-' || n == 3) {
+        if (!strcmp(a, "--db") || !strncmp(a, "--db=", 5)) {
+            db_path = a[4] == '=' ? a + 5 : (i + 1 < cli->argc ? cli->argv[++i] : NULL);
+            if (!db_path || !*db_path) {
+                bora_log(BORA_LOG_ERROR, "runs: --db needs the database file (e.g. --db %s)",
+                         DEFAULT_DB);
+                return 2;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            static const char *const known[] = {"--db", BORA_CLI_GLOBAL_OPTIONS, NULL};
+            return bora_cli_unknown_option("runs", a, known);
+        } else if (n == 3) {
             bora_log(BORA_LOG_ERROR,
                      "runs: unexpected argument '%s' (bora runs [--db PATH] "
                      "[show ID | compare ID ID])",

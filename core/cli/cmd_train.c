@@ -8,16 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Each command's own options, for the suggestion when one is mistyped. */
+static const char *const train_options[] = {"--force", BORA_CLI_GLOBAL_OPTIONS, NULL};
+static const char *const eval_options[] = {"--checkpoint", "--json", BORA_CLI_GLOBAL_OPTIONS, NULL};
+static const char *const cache_options[] = {"--workers", "--rebuild", BORA_CLI_GLOBAL_OPTIONS,
+                                            NULL};
+
 /* Load the plugins, parse the configuration files and overrides in args, then run: its exit
  * status, or 1 when loading or parsing failed (reported). */
-static int with_config(const bora_cli *cli, int n, char **args,
+static int with_config(const bora_cli *cli, int n, char **args, const char *const *options,
                        int (*run)(bora_cfg *, bora_registry *, void *), void *ctx)
 {
     int rc = 1;
     bora_registry *reg = bora_cli_load_plugins(cli);
     bora_cfg *cfg = bora_cfg_new();
     if (reg && cfg) {
-        if (bora_cfg_parse_args(cfg, n, args) != BORA_OK && !bora_cfg_error_count(cfg))
+        if (bora_cfg_parse_args(cfg, n, args, options) != BORA_OK && !bora_cfg_error_count(cfg))
             bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         else if (bora_cfg_error_count(cfg))
             bora_cfg_print_errors(cfg, stderr);
@@ -62,7 +68,7 @@ int bora_cmd_train(const bora_cli *cli)
         else
             args[n++] = cli->argv[i];
     }
-    int rc = with_config(cli, n, args, run_train, &opts);
+    int rc = with_config(cli, n, args, train_options, run_train, &opts);
     free(args);
     return rc;
 }
@@ -95,7 +101,7 @@ int bora_cmd_eval(const bora_cli *cli)
         return 2;
     }
     eval_args e = {checkpoint, json};
-    rc = with_config(cli, n, args, run_eval, &e);
+    rc = with_config(cli, n, args, eval_options, run_eval, &e);
     free(args);
     return rc;
 }
@@ -140,7 +146,7 @@ int bora_cmd_cache(const bora_cli *cli)
         free(args);
         return 2;
     }
-    int rc = with_config(cli, n, args, run_cache, &c);
+    int rc = with_config(cli, n, args, cache_options, run_cache, &c);
     free(args);
     return rc;
 }

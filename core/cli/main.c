@@ -1,4 +1,5 @@
 /* core/cli/main.c — `bora <command>`: global options, dispatch, help and version. */
+#include "../config/config.h"
 #include "../util/log.h"
 #include "../util/str.h"
 #include "bora_version.h"
@@ -152,6 +153,20 @@ static void print_command_help(const command *c)
     printf("\n%s", global_options);
 }
 
+int bora_cli_unknown_option(const char *cmd, const char *arg, const char *const *known)
+{
+    const char *near = bora_cfg_closest_option(arg, known);
+    int len = (int)strcspn(arg, "=");
+    if (near)
+        bora_log(BORA_LOG_ERROR,
+                 "%s: unknown option '%.*s'; did you mean '%s'? (see bora %s --help)", cmd, len,
+                 arg, near, cmd);
+    else
+        bora_log(BORA_LOG_ERROR, "%s: unknown option '%.*s' (see bora %s --help)", cmd, len, arg,
+                 cmd);
+    return 2;
+}
+
 static const command *find_command(const char *name)
 {
     for (size_t i = 0; i < N_COMMANDS; i++)
@@ -196,7 +211,12 @@ int main(int argc, char **argv)
         } else if (!cmd_name && a[0] != '-') {
             cmd_name = a;
         } else if (!cmd_name) {
-            fprintf(stderr, "bora: unknown option '%s' (see bora --help)\n", a);
+            static const char *const known[] = {BORA_CLI_GLOBAL_OPTIONS, NULL};
+            const char *near = bora_cfg_closest_option(a, known);
+            fprintf(stderr, "bora: unknown option '%s'", a);
+            if (near)
+                fprintf(stderr, "; did you mean '%s'?", near);
+            fprintf(stderr, " (see bora --help)\n");
             status = 2;
             goto out;
         } else {

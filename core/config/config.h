@@ -66,8 +66,14 @@ bora_status bora_cfg_override(bora_cfg *cfg, const char *key, const char *value)
 
 /* Split a command line into config files and overrides and apply them in order:
  * CONFIG.yaml (a first positional), --config FILE (repeatable), --a.b=v and --a.b v.
- * Arguments it does not understand are errors. */
-bora_status bora_cfg_parse_args(bora_cfg *cfg, int argc, char **argv);
+ * Arguments it does not understand are errors; an option without a dot ("--forse") is an
+ * unknown option, with the closest of options (the command's own, NULL-terminated; may be
+ * NULL) suggested. */
+bora_status bora_cfg_parse_args(bora_cfg *cfg, int argc, char **argv, const char *const *options);
+
+/* The entry of known (NULL-terminated) within edit distance 2 of arg's name (the part before
+ * any '='), the closest first; NULL when none is. */
+const char *bora_cfg_closest_option(const char *arg, const char *const *known);
 
 /* The root map (never NULL once loaded; an empty map before). */
 struct bora_config *bora_cfg_root(bora_cfg *cfg);
@@ -92,7 +98,10 @@ bora_status bora_cfg_duration(struct bora_config *node, const char *key, double 
 bora_status bora_cfg_bytes(struct bora_config *node, const char *key, uint64_t def, uint64_t *out);
 bora_status bora_cfg_list_len(struct bora_config *node, const char *key, size_t *out);
 
-/* Parse scalar text as each type (no node involved); 0 on success. */
+/* Parse scalar text as each type (no node involved); 0 on success. An integer may be written
+ * 12, -3, 1_000, 0x40, or with a point or exponent when whole (2.0, 1e6, 1.5e3, 4e18); it fails
+ * with BORA_PARSE_RANGE beyond int64 and BORA_PARSE_NOT_WHOLE for 1.5 or 1e-3. */
+enum { BORA_PARSE_SYNTAX = -1, BORA_PARSE_RANGE = -2, BORA_PARSE_NOT_WHOLE = -3 };
 int bora_parse_int(const char *s, int64_t *out);
 int bora_parse_float(const char *s, double *out);
 int bora_parse_bool(const char *s, int *out);

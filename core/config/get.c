@@ -1,5 +1,5 @@
 /* core/config/get.c — typed reads of configuration values, and the scalar syntaxes they accept:
- * integers (12, -3, 1_000_000, 0x40, 1e6 when whole), floats, booleans (true/false, yes/no,
+ * integers (12, -3, 1_000_000, 0x40; 1e6, 1.5e3 and 2.0 when whole and within int64), floats, booleans (true/false, yes/no,
  * on/off), durations (90s, 15m, 2h, 1d, 250ms, 1h30m; a bare number is seconds) and byte sizes
  * (512MB = 512e6, 4GiB = 4·2^30, 64K = 64·2^10; a bare number is bytes). */
 #include "internal.h"
@@ -12,6 +12,82 @@
 
 /* ---- scalar syntaxes -------------------------------------------------------------------- */
 
+/* A decimal written with a point or an exponent (2.0, 1e6, 1.5e3, 4e18) as an integer, worked
+ * out digit by digit rather than through a double, so every whole value of int64 is exact. */
+static int parse_exponent_int(const char *s, int64_t *out)
+{
+    const char *p = s;
+    int neg = 0;
+    if (*p == '+' || *p == '-')
+        neg = *p++ == '-';
+    const char *first = NULL, *last = NULL; /* significant digits: first nonzero to last nonzero */
+    long frac = 0, after_last = 0; /* digits after the point; digits (of either part) after last */
+    int digits = 0, point = 0;
+    for (; *p && *p != 'e' && *p != 'E'; p++) {
+        if (*p == '.' && !point) {
+            point = 1;
+            continue;
+        }
+        if (*p < '0' || *p > '9')
+            return BORA_PARSE_SYNTAX;
+        digits++;
+        if (point)
+            frac++;
+        if (*p != '0') {
+            if (!first)
+                first = p;
+            last = p;
+            after_last = 0;
+        } else if (first) {
+            after_last++;
+        }
+    }
+    if (!digits)
+        return BORA_PARSE_SYNTAX;
+    long exp = 0;
+    if (*p) {
+        p++;
+        int eneg = 0;
+        if (*p == '+' || *p == '-')
+            eneg = *p++ == '-';
+        if (!*p)
+            return BORA_PARSE_SYNTAX;
+        for (; *p; p++) {
+            if (*p < '0' || *p > '9')
+                return BORA_PARSE_SYNTAX;
+            if (exp < 100000) /* far past any int64; keeps the sum below from overflowing */
+                exp = exp * 10 + (*p - '0');
+        }
+        if (eneg)
+            exp = -exp;
+    }
+    if (!first) {
+        *out = 0;
+        return 0;
+    }
+    /* value = (the significant digits) · 10^shift; the zeros after the last nonzero digit that
+     * sit before the point count towards the shift, those after it cancel fraction digits. */
+    long shift = exp - frac + after_last;
+    if (shift < 0)
+        return BORA_PARSE_NOT_WHOLE;
+    uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (const char *q = first; q <= last; q++) {
+        if (*q == '.')
+            continue;
+        uint64_t d = (uint64_t)(*q - '0');
+        if (v > (limit - d) / 10)
+            return BORA_PARSE_RANGE;
+        v = v * 10 + d;
+    }
+    for (long i = 0; i < shift; i++) {
+        if (v > limit / 10)
+            return BORA_PARSE_RANGE;
+        v *= 10;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
 int bora_parse_int(const char *s, int64_t *out)
 {
     const char *p = s;
@@ -19,39 +95,38 @@ int bora_parse_int(const char *s, int64_t *out)
     if (*p == '+' || *p == '-')
         neg = *p++ == '-';
     if (!*p)
-        return -1;
+        return BORA_PARSE_SYNTAX;
     uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    int range = 0; /* too large, but read on: "1_000x" is a syntax error, not a range error */
     if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X') && p[2]) {
         for (p += 2; *p; p++) {
             int d = *p >= '0' && *p <= '9'   ? *p - '0'
                     : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
                     : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10
                                              : -1;
-            if (d < 0 || v > (limit - (uint64_t)d) / 16)
-                return -1;
-            v = v * 16 + (uint64_t)d;
+            if (d < 0)
+                return BORA_PARSE_SYNTAX;
+            if (v > (limit - (uint64_t)d) / 16)
+                range = 1;
+            else
+                v = v * 16 + (uint64_t)d;
         }
     } else {
         int digits = 0;
         for (; *p; p++) {
             if (*p == '_' && digits && p[1] >= '0' && p[1] <= '9')
                 continue;
-            if (*p < '0' || *p > '9') {
-                /* 1e6 and 2.0 are integers when they are whole numbers. */
-                double d;
-                if (bora_parse_float(s, &d) == 0 && d == floor(d) &&
-                    fabs(d) <= 9007199254740992.0) {
-                    *out = (int64_t)d;
-                    return 0;
-                }
-                return -1;
-            }
+            if (*p < '0' || *p > '9') /* 1e6 and 2.0 are integers when they are whole */
+                return parse_exponent_int(s, out);
             if (v > (limit - (uint64_t)(*p - '0')) / 10)
-                return -1;
-            v = v * 10 + (uint64_t)(*p - '0');
+                range = 1;
+            else
+                v = v * 10 + (uint64_t)(*p - '0');
             digits++;
         }
     }
+    if (range)
+        return BORA_PARSE_RANGE;
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return 0;
 }
@@ -193,7 +268,8 @@ static const char *describe(const bora_config *v)
     }
 }
 
-static bora_status type_error(bora_config *v, const char *expected)
+/* "path: expected X, got 'text'" and why, when the text has the right form but not the value. */
+static bora_status type_error_why(bora_config *v, const char *expected, const char *why)
 {
     char path[512];
     bora_cfg_path(v, path, sizeof path);
@@ -205,8 +281,13 @@ static bora_status type_error(bora_config *v, const char *expected)
         snprintf(got, sizeof got, "'%.57s...'", v->text);
     else
         snprintf(got, sizeof got, "'%s'", v->text);
-    return bora_cfg_error(v->cfg, v, "%s%sexpected %s, got %s", path, *path ? ": " : "", expected,
-                          got);
+    return bora_cfg_error(v->cfg, v, "%s%sexpected %s, got %s%s", path, *path ? ": " : "", expected,
+                          got, why);
+}
+
+static bora_status type_error(bora_config *v, const char *expected)
+{
+    return type_error_why(v, expected, "");
 }
 
 static void remember_asked(bora_config *map, const char *key)
@@ -280,11 +361,16 @@ bora_status bora_cfg_int(bora_config *node, const char *key, int64_t def, int64_
     bora_status st = scalar_of(node, key, "an integer", &v);
     if (st != BORA_OK || !v)
         return st;
-    if (bora_parse_int(v->text, out)) {
-        *out = def;
-        return type_error(v, "an integer");
-    }
-    return BORA_OK;
+    int rc = bora_parse_int(v->text, out);
+    if (rc == 0)
+        return BORA_OK;
+    *out = def;
+    return type_error_why(v, "an integer",
+                          rc == BORA_PARSE_RANGE       ? " (out of range: an integer is at least "
+                                                         "-9223372036854775808 and at most "
+                                                         "9223372036854775807)"
+                          : rc == BORA_PARSE_NOT_WHOLE ? " (not a whole number)"
+                                                       : "");
 }
 
 bora_status bora_cfg_float(bora_config *node, const char *key, double def, double *out)

@@ -119,7 +119,7 @@ static const bora_key optimizer_keys[] = {
      "null decays over everything after warmup (wsd: the last 0.2)"},
     {"min_lr_ratio", BORA_KEY_FLOAT, 0, "0.1", "the rate decay ends at, as a fraction of the peak"},
     {"max_grad_norm", BORA_KEY_FLOAT, 0, "1.0",
-     "clip the global gradient norm to this; 0 turns clipping off"},
+     "clip the global gradient norm to this (0 or more); 0 turns clipping off"},
     {NULL, 0, 0, NULL, NULL},
 };
 
@@ -196,7 +196,18 @@ bora_status bora_config_select(bora_config *node, int kind, const bora_registry 
     const char *type = NULL;
     if (bora_cfg_string(node, "type", NULL, &type) != BORA_OK)
         return BORA_ERR_CONFIG;
-    if (!type || !*type) {
+    bora_config *type_node = bora_cfg_child(node, "type");
+    if (type && !*type) {
+        /* `type: ""` or --model.type= : the fault is that value, wherever it was written. */
+        bora_cfg_claim(node, path, NULL);
+        cfg_mark_read(node);
+        bora_registry_find(reg, kind, "");
+        const char *avail = strstr(bora_error_get(), "available: ");
+        return bora_cfg_error(cfg, type_node, "%s.type: is empty; name the %s to use%s%s%s", path,
+                              bora_kind_name(kind), avail ? " (" : "", avail ? avail : "",
+                              avail ? ")" : "");
+    }
+    if (!type) {
         bora_cfg_claim(node, path, NULL);
         cfg_mark_read(node); /* its keys cannot be judged without the component */
         return bora_cfg_error(cfg, bora_cfg_key_node(node),

@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include "../util/str.h"
+#include "schema.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -663,7 +664,58 @@ bora_status bora_cfg_override(bora_cfg *cfg, const char *key, const char *value)
     return st;
 }
 
-bora_status bora_cfg_parse_args(bora_cfg *cfg, int argc, char **argv)
+/* `--trainer=...` names a whole section: bora_cfg_override explains how to override in it. */
+static int is_section(const char *arg)
+{
+    char name[64];
+    size_t len = strcspn(arg, "=");
+    if (len >= sizeof name)
+        return 0;
+    memcpy(name, arg, len);
+    name[len] = 0;
+    return bora_section_find(name) != NULL;
+}
+
+const char *bora_cfg_closest_option(const char *arg, const char *const *known)
+{
+    size_t len = strcspn(arg, "="), best_d = 3;
+    const char *best = NULL;
+    char name[128];
+    if (len >= sizeof name)
+        return NULL;
+    memcpy(name, arg, len);
+    name[len] = 0;
+    for (; known && *known; known++) {
+        size_t d = bora_edit_distance(name, *known);
+        if (d < best_d) {
+            best_d = d;
+            best = *known;
+        }
+    }
+    return best;
+}
+
+/* An option the command does not take (--frobnicate, --forse): every override names a key
+ * inside a section, so a name without a dot that is not a section cannot be one. */
+static bora_status unknown_option(bora_cfg *cfg, const char *a, const char *const *options)
+{
+    static const char *const own[] = {"--config", NULL};
+    const char *near = bora_cfg_closest_option(a, options);
+    if (!near)
+        near = bora_cfg_closest_option(a, own);
+    int len = (int)strcspn(a, "=");
+    if (near && (int)strlen(near) == len && !strncmp(a, near, (size_t)len))
+        return cfg_error_at(cfg, "command line", 0, 0, "%s takes no value (give it as %s alone)",
+                            near, near);
+    if (near)
+        return cfg_error_at(cfg, "command line", 0, 0, "unknown option '%.*s'; did you mean '%s'?",
+                            len, a, near);
+    return cfg_error_at(cfg, "command line", 0, 0,
+                        "unknown option '%.*s' (an override names a key: --section.key=value)", len,
+                        a);
+}
+
+bora_status bora_cfg_parse_args(bora_cfg *cfg, int argc, char **argv, const char *const *options)
 {
     bora_status st = BORA_OK;
     int files = 0;
@@ -678,6 +730,9 @@ bora_status bora_cfg_parse_args(bora_cfg *cfg, int argc, char **argv)
             if (bora_cfg_load_file(cfg, path) != BORA_OK)
                 st = BORA_ERR_CONFIG;
             files++;
+        } else if (strncmp(a, "--", 2) == 0 && a[2] && !memchr(a, '.', strcspn(a, "=")) &&
+                   !is_section(a + 2)) {
+            st = unknown_option(cfg, a, options);
         } else if (strncmp(a, "--", 2) == 0 && a[2]) {
             const char *eq = strchr(a, '=');
             char *key = eq ? bora_strndup(a + 2, (size_t)(eq - a - 2)) : bora_strdup(a + 2);

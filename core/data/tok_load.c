@@ -305,7 +305,10 @@ static char *slurp(const char *path, size_t *len)
         if (got < 0) {
             int zerr;
             const char *msg = gzerror(f, &zerr);
-            bora_error_set(BORA_ERR_INVALID, "%s: cannot decompress: %s", path, msg);
+            size_t plen = strlen(path); /* zlib's message starts with the path again */
+            if (!strncmp(msg, path, plen) && !strncmp(msg + plen, ": ", 2))
+                msg += plen + 2;
+            bora_error_set(BORA_ERR_INVALID, "%s: corrupt gzip stream (%s)", path, msg);
             free(buf);
             gzclose(f);
             return NULL;
@@ -313,6 +316,20 @@ static char *slurp(const char *path, size_t *len)
         if (got == 0)
             break;
         n += (size_t)got;
+    }
+    /* zlib ends a stream cut short like a whole one, leaving Z_BUF_ERROR behind; the partial
+     * text would otherwise be reported as bad JSON. */
+    int zerr = Z_OK;
+    if (buf)
+        gzerror(f, &zerr);
+    if (zerr == Z_BUF_ERROR) {
+        bora_error_set(BORA_ERR_INVALID,
+                       "%s: truncated gzip stream (it ends after %zu bytes of text); the file is "
+                       "incomplete: copy or download it again",
+                       path, n);
+        free(buf);
+        gzclose(f);
+        return NULL;
     }
     gzclose(f);
     if (!buf) {

@@ -214,7 +214,12 @@ static bora_status read_settings(trainer *t, bora_config *root)
     int decay_given = dn && dn->kind != BORA_NODE_NULL;
     bora_cfg_float(op, "decay", 0, &decay);
     bora_cfg_float(op, "min_lr_ratio", 0.1, &min_ratio);
-    bora_cfg_float(op, "max_grad_norm", 1.0, &t->max_grad_norm);
+    if (bora_cfg_float(op, "max_grad_norm", 1.0, &t->max_grad_norm) == BORA_OK &&
+        !(t->max_grad_norm >= 0))
+        bora_cfg_error(cfg, bora_cfg_child(op, "max_grad_norm"),
+                       "optimizer.max_grad_norm: %g is not allowed; clipping takes a norm above 0, "
+                       "or 0 to turn it off",
+                       t->max_grad_norm);
     if (bora_cfg_error_count(cfg))
         return BORA_ERR_CONFIG;
     if (bora_schedule_init(&t->sched, schedule, lr, warmup, decay, decay_given, min_ratio,

@@ -65,6 +65,29 @@ static void test_scalars(void)
     CHECK(bora_parse_int("", &i) != 0);
     CHECK(bora_parse_int("_1", &i) != 0);
     CHECK(bora_parse_int("1__0", &i) != 0);
+    /* Exponent and point forms are exact over all of int64, not only below 2^53. */
+    CHECK(bora_parse_int("1e16", &i) == 0 && i == 10000000000000000);
+    CHECK(bora_parse_int("4e18", &i) == 0 && i == 4000000000000000000);
+    CHECK(bora_parse_int("1.5e3", &i) == 0 && i == 1500);
+    CHECK(bora_parse_int("2.0", &i) == 0 && i == 2);
+    CHECK(bora_parse_int("100.", &i) == 0 && i == 100);
+    CHECK(bora_parse_int("0.5e1", &i) == 0 && i == 5);
+    CHECK(bora_parse_int("-0e999999", &i) == 0 && i == 0);
+    CHECK(bora_parse_int("9.223372036854775807e18", &i) == 0 && i == INT64_MAX);
+    CHECK(bora_parse_int("-9.223372036854775808e18", &i) == 0 && i == INT64_MIN);
+    CHECK(bora_parse_int("9007199254740993.0", &i) == 0 && i == 9007199254740993); /* 2^53+1 */
+    CHECK(bora_parse_int("9.223372036854775808e18", &i) == BORA_PARSE_RANGE);
+    CHECK(bora_parse_int("1e19", &i) == BORA_PARSE_RANGE);
+    CHECK(bora_parse_int("1e999999999999", &i) == BORA_PARSE_RANGE);
+    CHECK(bora_parse_int("99999999999999999999", &i) == BORA_PARSE_RANGE);
+    CHECK(bora_parse_int("0x10000000000000000", &i) == BORA_PARSE_RANGE);
+    CHECK(bora_parse_int("1.5", &i) == BORA_PARSE_NOT_WHOLE);
+    CHECK(bora_parse_int("1.25e1", &i) == BORA_PARSE_NOT_WHOLE);
+    CHECK(bora_parse_int("1e-3", &i) == BORA_PARSE_NOT_WHOLE);
+    CHECK(bora_parse_int("1e", &i) == BORA_PARSE_SYNTAX);
+    CHECK(bora_parse_int("1.2.3", &i) == BORA_PARSE_SYNTAX);
+    CHECK(bora_parse_int(".e5", &i) == BORA_PARSE_SYNTAX);
+    CHECK(bora_parse_int("99999999999999999999x", &i) == BORA_PARSE_SYNTAX);
     double d;
     CHECK(bora_parse_float("3e-4", &d) == 0 && d == 3e-4);
     CHECK(bora_parse_float("-.inf", &d) == 0 && isinf(d) && d < 0);
@@ -216,7 +239,7 @@ static void test_includes_and_merge(void)
                     "100",
                     "--data.train_urls=[a.jsonl, b.jsonl]",
                     "--model.extra.deep=x"};
-    CHECK(bora_cfg_parse_args(cfg, 7, argv) == BORA_OK);
+    CHECK(bora_cfg_parse_args(cfg, 7, argv, NULL) == BORA_OK);
     bora_config *root = bora_cfg_root(cfg);
     int64_t i;
     const char *s;
@@ -281,7 +304,7 @@ static void bad_override(const char *key, const char *value, const char *expect)
 static void bad_args(int argc, char **argv, const char *expect)
 {
     bora_cfg *cfg = bora_cfg_new();
-    CHECK(bora_cfg_parse_args(cfg, argc, argv) == BORA_ERR_CONFIG);
+    CHECK(bora_cfg_parse_args(cfg, argc, argv, NULL) == BORA_ERR_CONFIG);
     char *errs = errors_of(cfg);
     CHECK_CONTAINS(errs, expect);
     free(errs);
@@ -413,6 +436,27 @@ static void test_bad_inputs(void)
     bad_args(1, a2, "--config needs a file");
     char *a3[] = {"-x"};
     bad_args(1, a3, "unexpected argument '-x'");
+    /* An option without a dot is not an override: it does not take the next argument. */
+    char *a4[] = {"--frobnicate", "base.yaml"};
+    bad_args(2, a4, "in command line: unknown option '--frobnicate' (an override names a key");
+    char *a5[] = {"--confg=x.yaml"};
+    bad_args(1, a5, "in command line: unknown option '--confg'; did you mean '--config'?");
+    /* Integers out of range or not whole, with file, line, column and key. */
+    const char *range = "trainer:\n  seed: 1e19\n  steps: 2.5\n";
+    bora_cfg *cfg = bora_cfg_new();
+    CHECK(bora_cfg_load_file(cfg, write_file("range.yaml", range, strlen(range))) == BORA_OK);
+    bora_config *tr = bora_cfg_child(bora_cfg_root(cfg), "trainer");
+    int64_t v = 7;
+    CHECK(bora_cfg_int(tr, "seed", 3, &v) == BORA_ERR_CONFIG && v == 3);
+    CHECK(bora_cfg_int(tr, "steps", 3, &v) == BORA_ERR_CONFIG && v == 3);
+    char *errs = errors_of(cfg);
+    CHECK_CONTAINS(errs, "range.yaml:2:9: trainer.seed: expected an integer, got '1e19' (out of "
+                         "range: an integer is at least -9223372036854775808 and at most "
+                         "9223372036854775807)");
+    CHECK_CONTAINS(errs, "range.yaml:3:10: trainer.steps: expected an integer, got '2.5' (not a "
+                         "whole number)");
+    free(errs);
+    bora_cfg_free(cfg);
     cases += 3;
     printf("test_config: %d bad inputs checked\n", cases);
     CHECK(cases >= 15);

@@ -35,8 +35,10 @@ static const bora_key gpt2_keys[] = {
     {"mlp_scale", BORA_KEY_INT, 0, "4", "MLP width as a multiple of hidden_dim"},
     {"vocab_size", BORA_KEY_INT, 0, "50257",
      "tokens in the vocabulary (bora train sets it to the tokenizer's unless given)"},
-    {"initializer_range", BORA_KEY_FLOAT, 0, "0.02", "standard deviation of initial weights"},
-    {"layer_norm_epsilon", BORA_KEY_FLOAT, 0, "1e-5", "added to the variance in LayerNorm"},
+    {"initializer_range", BORA_KEY_FLOAT, 0, "0.02",
+     "standard deviation of initial weights (0 or more)"},
+    {"layer_norm_epsilon", BORA_KEY_FLOAT, 0, "1e-5",
+     "added to the variance in LayerNorm (above 0)"},
     {"activation_function", BORA_KEY_STRING, 0, "gelu_new",
      "MLP activation: gelu_new (tanh), gelu (exact), relu or silu"},
     {"use_bias", BORA_KEY_BOOL, 0, "true", "biases in the linear layers"},
@@ -94,6 +96,17 @@ static bora_status gpt2_create(const bora_host *h, const bora_config *cfg, bora_
         if (*ints[i] < 1)
             st = h->fail(h, BORA_ERR_CONFIG, "%s must be at least 1, not %lld", gpt2_keys[i].name,
                          (long long)*ints[i]);
+    /* Written "!(x >= 0)" so that NaN is refused too. */
+    if (st == BORA_OK && !(m->initializer_range >= 0 && isfinite(m->initializer_range)))
+        st = h->fail(h, BORA_ERR_CONFIG,
+                     "model.initializer_range: %g is not a standard deviation; give 0 or more "
+                     "(GPT-2 uses 0.02)",
+                     m->initializer_range);
+    if (st == BORA_OK && !(m->layer_norm_epsilon > 0 && isfinite(m->layer_norm_epsilon)))
+        st = h->fail(h, BORA_ERR_CONFIG,
+                     "model.layer_norm_epsilon: %g would let LayerNorm divide by zero; give a "
+                     "number above 0 (GPT-2 uses 1e-5)",
+                     m->layer_norm_epsilon);
     if (st == BORA_OK && m->hidden_dim % m->num_heads)
         st = h->fail(h, BORA_ERR_CONFIG, "hidden_dim %lld does not divide into %lld heads",
                      (long long)m->hidden_dim, (long long)m->num_heads);

@@ -14,11 +14,11 @@ typedef struct adamw {
 } adamw;
 
 static const bora_key adamw_keys[] = {
-    {"beta1", BORA_KEY_FLOAT, 0, "0.9", "decay of the first moment"},
-    {"beta2", BORA_KEY_FLOAT, 0, "0.95", "decay of the second moment"},
-    {"epsilon", BORA_KEY_FLOAT, 0, "1e-8", "added to the second moment's square root"},
+    {"beta1", BORA_KEY_FLOAT, 0, "0.9", "decay of the first moment, in [0, 1)"},
+    {"beta2", BORA_KEY_FLOAT, 0, "0.95", "decay of the second moment, in [0, 1)"},
+    {"epsilon", BORA_KEY_FLOAT, 0, "1e-8", "added to the second moment's square root (above 0)"},
     {"weight_decay", BORA_KEY_FLOAT, 0, "0.1",
-     "decoupled weight decay (not on norms, biases or embeddings)"},
+     "decoupled weight decay, 0 or more (not on norms, biases or embeddings)"},
     {NULL, 0, 0, NULL, NULL},
 };
 
@@ -39,11 +39,17 @@ static bora_status adamw_create(const bora_host *h, const bora_config *cfg, bora
         st = h->config_float(h, cfg, "epsilon", 1e-8, &a->epsilon);
     if (st == BORA_OK)
         st = h->config_float(h, cfg, "weight_decay", 0.1, &a->weight_decay);
-    if (st == BORA_OK && (a->beta1 < 0 || a->beta1 >= 1 || a->beta2 < 0 || a->beta2 >= 1))
-        st = h->fail(h, BORA_ERR_CONFIG, "beta1 and beta2 must be in [0, 1), not %g and %g",
-                     a->beta1, a->beta2);
-    if (st == BORA_OK && (a->epsilon <= 0 || a->weight_decay < 0))
-        st = h->fail(h, BORA_ERR_CONFIG, "epsilon must be positive and weight_decay at least 0");
+    /* Each range written so that NaN falls outside it. */
+    if (st == BORA_OK && !(a->beta1 >= 0 && a->beta1 < 1))
+        st = h->fail(h, BORA_ERR_CONFIG, "optimizer.beta1: %g is not in [0, 1)", a->beta1);
+    if (st == BORA_OK && !(a->beta2 >= 0 && a->beta2 < 1))
+        st = h->fail(h, BORA_ERR_CONFIG, "optimizer.beta2: %g is not in [0, 1)", a->beta2);
+    if (st == BORA_OK && !(a->epsilon > 0 && isfinite(a->epsilon)))
+        st = h->fail(h, BORA_ERR_CONFIG, "optimizer.epsilon: %g is not a number above 0",
+                     a->epsilon);
+    if (st == BORA_OK && !(a->weight_decay >= 0 && isfinite(a->weight_decay)))
+        st = h->fail(h, BORA_ERR_CONFIG, "optimizer.weight_decay: %g is not 0 or more",
+                     a->weight_decay);
     if (st != BORA_OK) {
         h->free(h, a);
         return st;
