@@ -319,7 +319,7 @@ bora_status tr_save(trainer *t, int64_t step)
 /* Resume from the run's latest checkpoint, or start from load_checkpoint, or from scratch.
  * *start gets the last step already done. A latest checkpoint that fails its checks is refused,
  * naming the newest earlier one that passes them; --force resumes from that one (the bad one
- * stays where it is, for a look). */
+ * is renamed step-N.damaged, for a look). */
 bora_status tr_restore(trainer *t, int64_t *start)
 {
     *start = 0;
@@ -353,8 +353,20 @@ bora_status tr_restore(trainer *t, int64_t *start)
                                       "%s instead",
                                       dir, why, good);
             }
-            bora_log(BORA_LOG_WARN, "not resuming from %s: %s; --force: resuming from %s", dir, why,
-                     good);
+            /* The damaged one is kept for a look, under a name that is not a step's. */
+            char aside[4300];
+            int moved = 0;
+            for (int k = 1; k < 100 && !moved; k++) {
+                snprintf(aside, sizeof aside, k == 1 ? "%s.damaged" : "%s.damaged-%d", dir, k);
+                moved = access(aside, F_OK) != 0 && rename(dir, aside) == 0;
+            }
+            if (!moved) {
+                free(steps);
+                return bora_error_set(BORA_ERR_IO, "cannot move %s aside: %s", dir,
+                                      strerror(errno));
+            }
+            bora_log(BORA_LOG_WARN, "not resuming from %s: %s; --force: resuming from %s (%s kept)",
+                     dir, why, good, aside);
             snprintf(dir, sizeof dir, "%s", good);
             if ((st = bora_ckpt_load(t->store, oops->slots, dir)) != BORA_OK) {
                 free(steps);
