@@ -11,7 +11,6 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <json-c/json.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,7 +142,7 @@ bora_status bora_ckpt_check_tensor(const char *file, const char *name, int32_t d
             return bora_error_set(BORA_ERR_INVALID,
                                   "%s: tensor '%s' does not match the digest trainer.json "
                                   "records (%.40s, the file's bytes give %s): the file is "
-                                  "damaged",
+                                  "damaged; use an earlier checkpoint, or a good copy of this one",
                                   file, name, want, got);
     }
     int nan = 0;
@@ -151,7 +150,7 @@ bora_status bora_ckpt_check_tensor(const char *file, const char *name, int32_t d
     if (at >= 0)
         return bora_error_set(BORA_ERR_INVALID,
                               "%s: tensor '%s' holds %s at element %" PRId64
-                              ": a checkpoint holds only finite values",
+                              ": a checkpoint holds only finite values; use an earlier checkpoint",
                               file, name, nan ? "NaN" : "an infinity", at);
     return BORA_OK;
 }
