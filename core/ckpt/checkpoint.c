@@ -10,11 +10,15 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <json-c/json.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 bora_status bora_mkdir_p(const char *path)
 {
@@ -93,7 +97,68 @@ static bora_status block_out(const g_store *s, bora_buffer *buf, size_t offset, 
     return st;
 }
 
-static bora_status write_block(const g_store *s, const char *path, const char *const *slots)
+void bora_ckpt_digest(const void *data, size_t nbytes, char out[BORA_CKPT_DIGEST_LEN])
+{
+    snprintf(out, BORA_CKPT_DIGEST_LEN, "xxh3-64:%016llx",
+             (unsigned long long)XXH3_64bits(data, nbytes));
+}
+
+/* The index of the first non-finite value of a floating-point tensor, or -1 (integers have
+ * none). Read through the bits: the data may be unaligned, and a NaN compares unequal. */
+static int64_t first_non_finite(int32_t dtype, const unsigned char *p, size_t nbytes, int *nan)
+{
+    size_t size = bora_dtype_size(dtype);
+    uint64_t exp_mask, man_mask;
+    switch (dtype) {
+    case BORA_DTYPE_F64: exp_mask = 0x7ff0000000000000ull, man_mask = 0x000fffffffffffffull; break;
+    case BORA_DTYPE_F32: exp_mask = 0x7f800000u, man_mask = 0x007fffffu; break;
+    case BORA_DTYPE_F16: exp_mask = 0x7c00u, man_mask = 0x03ffu; break;
+    case BORA_DTYPE_BF16: exp_mask = 0x7f80u, man_mask = 0x007fu; break;
+    default: return -1;
+    }
+    for (size_t i = 0; i + size <= nbytes; i += size) {
+        uint64_t bits = 0;
+        memcpy(&bits, p + i, size); /* little-endian hosts, as the files */
+        if ((bits & exp_mask) == exp_mask) {
+            *nan = (bits & man_mask) != 0;
+            return (int64_t)(i / size);
+        }
+    }
+    return -1;
+}
+
+bora_status bora_ckpt_check_tensor(const char *file, const char *name, int32_t dtype,
+                                   const void *data, size_t nbytes, const char *want)
+{
+    if (want) {
+        char got[BORA_CKPT_DIGEST_LEN];
+        if (strncmp(want, "xxh3-64:", 8) != 0)
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "%s: tensor '%s' has a recorded digest '%.40s' of a kind bora "
+                                  "does not know (xxh3-64 expected)",
+                                  file, name, want);
+        bora_ckpt_digest(data, nbytes, got);
+        if (strcmp(got, want) != 0)
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "%s: tensor '%s' does not match the digest trainer.json "
+                                  "records (%.40s, the file's bytes give %s): the file is "
+                                  "damaged; use an earlier checkpoint, or a good copy of this one",
+                                  file, name, want, got);
+    }
+    int nan = 0;
+    int64_t at = first_non_finite(dtype, data, nbytes, &nan);
+    if (at >= 0)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "%s: tensor '%s' holds %s at element %" PRId64
+                              ": a checkpoint holds only finite values; use an earlier checkpoint",
+                              file, name, nan ? "NaN" : "an infinity", at);
+    return BORA_OK;
+}
+
+/* Write one block as a safetensors file; the digest of each tensor goes to digests as
+ * "file": {"tensor": "xxh3-64:...", ...} after sep. */
+static bora_status write_block(const g_store *s, const char *path, const char *const *slots,
+                               FILE *digests, const char *sep)
 {
     size_t n_blocks = 1;
     if (slots)
@@ -124,8 +189,21 @@ static bora_status write_block(const g_store *s, const char *path, const char *c
                                    blocks[b] + sl->offset};
         }
     }
-    if (st == BORA_OK)
+    if (st == BORA_OK) {
+        const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        fprintf(digests, "%s\n    ", sep);
+        bora_json_string(digests, file);
+        fputs(": {", digests);
+        for (size_t k = 0; k < n; k++) {
+            char d[BORA_CKPT_DIGEST_LEN];
+            bora_ckpt_digest(e[k].data, s->slots[k % s->n_slots].nbytes, d);
+            fputs(k ? ",\n      " : "\n      ", digests);
+            bora_json_string(digests, e[k].name);
+            fprintf(digests, ": \"%s\"", d);
+        }
+        fputs("\n    }", digests);
         st = bora_st_write(path, e, n, NULL, 0);
+    }
     for (size_t k = 0; names && k < n; k++)
         free(names[k]);
     for (size_t b = 0; blocks && b < n_blocks; b++)
@@ -150,16 +228,37 @@ bora_status bora_ckpt_save(const g_store *s, const char *const *slots, const cha
     rm_rf(tmp);
     if (mkdir(tmp, 0777) != 0)
         return bora_error_set(BORA_ERR_IO, "cannot make %s: %s", tmp, strerror(errno));
-    snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-    st = write_block(s, path, NULL);
+    /* trainer.json gets the digest of every tensor written, as "digests" after its own keys. */
+    const char *close = strrchr(trainer_json, '}');
+    char *record = NULL;
+    size_t record_len = 0;
+    FILE *rec = close ? open_memstream(&record, &record_len) : NULL;
+    if (!rec)
+        st = bora_error_set(close ? BORA_ERR_NOMEM : BORA_ERR_INVALID,
+                            close ? "out of memory" : "trainer.json's text is not an object");
+    if (st == BORA_OK) {
+        size_t keep = (size_t)(close - trainer_json);
+        while (keep && (trainer_json[keep - 1] == '\n' || trainer_json[keep - 1] == ' '))
+            keep--;
+        fwrite(trainer_json, 1, keep, rec);
+        fputs(",\n  \"digests\": {", rec);
+        snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+        st = write_block(s, path, NULL, rec, "");
+    }
     if (st == BORA_OK && slots && slots[0] && s->n_states) {
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
-        st = write_block(s, path, slots);
+        st = write_block(s, path, slots, rec, ",");
+    }
+    if (rec) {
+        fputs("\n  }\n}\n", rec);
+        if (fclose(rec) != 0 && st == BORA_OK)
+            st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
     }
     if (st == BORA_OK) {
         snprintf(path, sizeof path, "%s/trainer.json", tmp);
-        st = write_text(path, trainer_json);
+        st = write_text(path, record);
     }
+    free(record);
     if (st == BORA_OK)
         st = fsync_path(tmp);
     /* A checkpoint of the same step already there (a rerun of a finished run) is replaced. */
@@ -220,12 +319,6 @@ bora_status bora_ckpt_list(const char *run_dir, int64_t **steps, size_t *n)
     while ((ent = readdir(d)) != NULL && st == BORA_OK) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", run_dir, ent->d_name);
-        if (!strncmp(ent->d_name, ".tmp-step-", 10) || !strncmp(ent->d_name, ".old-step-", 10)) {
-            bora_log(BORA_LOG_INFO, "checkpoint: removing %s, left by a save that did not finish",
-                     path);
-            rm_rf(path);
-            continue;
-        }
         int64_t step;
         struct stat sb;
         if (!parse_step(ent->d_name, &step) || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
@@ -253,6 +346,76 @@ bora_status bora_ckpt_list(const char *run_dir, int64_t **steps, size_t *n)
     return BORA_OK;
 }
 
+void bora_ckpt_clean(const char *run_dir)
+{
+    DIR *d = opendir(run_dir);
+    struct dirent *ent;
+    while (d && (ent = readdir(d)) != NULL) {
+        if (strncmp(ent->d_name, ".tmp-step-", 10) != 0 &&
+            strncmp(ent->d_name, ".old-step-", 10) != 0)
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", run_dir, ent->d_name);
+        bora_log(BORA_LOG_INFO, "checkpoint: removing %s, left by a save that did not finish",
+                 path);
+        rm_rf(path);
+    }
+    if (d)
+        closedir(d);
+}
+
+bora_status bora_ckpt_lock(const char *run_dir, int *fd)
+{
+    *fd = -1;
+    bora_status st = bora_mkdir_p(run_dir);
+    if (st != BORA_OK)
+        return bora_error_set(st,
+                              "checkpoints cannot go to %s: %s; give "
+                              "trainer.checkpointer.base_path a directory you can write",
+                              run_dir, bora_error_get());
+    /* access() sees a read-only file system even for root, who passes permission checks. */
+    if (access(run_dir, W_OK | X_OK) != 0)
+        return bora_error_set(BORA_ERR_IO,
+                              "checkpoints cannot go to %s: %s; give "
+                              "trainer.checkpointer.base_path a directory you can write",
+                              run_dir, strerror(errno));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.lock", run_dir);
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        return bora_error_set(BORA_ERR_IO,
+                              "checkpoints cannot go to %s: cannot open %s: %s; give "
+                              "trainer.checkpointer.base_path a directory you can write",
+                              run_dir, path, strerror(errno));
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        char holder[256] = "";
+        ssize_t got = err == EWOULDBLOCK ? pread(f, holder, sizeof holder - 1, 0) : -1;
+        holder[got > 0 ? got : 0] = 0;
+        holder[strcspn(holder, "\n")] = 0;
+        close(f);
+        if (err != EWOULDBLOCK)
+            return bora_error_set(BORA_ERR_IO, "cannot lock %s: %s", path, strerror(err));
+        return bora_error_set(BORA_ERR_IO,
+                              "run directory %s is in use by another bora train (%s); wait for "
+                              "it to end, or give another trainer.id",
+                              run_dir, *holder ? holder : "its pid and host not yet written");
+    }
+    char host[256] = "?", text[400];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = 0;
+    int len = snprintf(text, sizeof text, "pid %ld on host %s\n", (long)getpid(), host);
+    if (ftruncate(f, 0) != 0 || pwrite(f, text, (size_t)len, 0) != len) {
+        int err = errno;
+        close(f);
+        return bora_error_set(BORA_ERR_IO, "checkpoints cannot go to %s: cannot write %s: %s",
+                              run_dir, path, strerror(err));
+    }
+    *fd = f;
+    return BORA_OK;
+}
+
 bora_status bora_ckpt_remove(const char *run_dir, int64_t step)
 {
     /* Renamed away first, so that a process killed while deleting never leaves a half
@@ -274,9 +437,14 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *dims)
         snprintf(buf + at, cap - at, "]");
 }
 
-/* Read block b of the store (parameters, or state slot b) from a safetensors file. */
-static bora_status read_block(g_store *s, const char *path, const char *const *slots)
+/* Read a block of the store (the parameters, or every state slot) from dir/file, checking each
+ * tensor against its digest in file_digests (NULL: none recorded) and for finite values before
+ * any of it reaches the backend; with copy 0 only check. */
+static bora_status read_block(g_store *s, const char *dir, const char *file,
+                              const char *const *slots, json_object *file_digests, int copy)
 {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     bora_safetensors *f;
     bora_status st = bora_st_open(path, &f);
     if (st != BORA_OK)
@@ -301,24 +469,32 @@ static bora_status read_block(g_store *s, const char *path, const char *const *s
             int same = t && t->dtype == sl->dtype && t->ndim == sl->ndim;
             for (int d = 0; same && d < sl->ndim; d++)
                 same = t->shape[d] == sl->dims[d];
+            json_object *want = NULL;
             if (!t) {
                 st = bora_error_set(BORA_ERR_INVALID, "%s: no tensor '%s'", path, name);
             } else if (!same) {
-                char want[128], got[128];
-                shape_text(want, sizeof want, sl->ndim, sl->dims);
+                char want_shape[128], got[128];
+                shape_text(want_shape, sizeof want_shape, sl->ndim, sl->dims);
                 shape_text(got, sizeof got, t->ndim, t->shape);
                 st = bora_error_set(BORA_ERR_INVALID,
                                     "%s: tensor '%s' is %s %s, the model has %s %s", path, name,
-                                    t->st_dtype, got, bora_st_dtype_name(sl->dtype), want);
-            } else {
-                st = bora_st_read(f, t, block + sl->offset, sl->nbytes);
+                                    t->st_dtype, got, bora_st_dtype_name(sl->dtype), want_shape);
+            } else if (file_digests && (!json_object_object_get_ex(file_digests, name, &want) ||
+                                        !json_object_is_type(want, json_type_string))) {
+                st = bora_error_set(BORA_ERR_INVALID,
+                                    "%s: %s/trainer.json records no digest for tensor '%s': "
+                                    "the checkpoint's files do not belong together",
+                                    path, dir, name);
+            } else if ((st = bora_st_read(f, t, block + sl->offset, sl->nbytes)) == BORA_OK) {
+                st = bora_ckpt_check_tensor(path, name, sl->dtype, block + sl->offset, sl->nbytes,
+                                            want ? json_object_get_string(want) : NULL);
             }
         }
-        if (st == BORA_OK)
+        if (st == BORA_OK && copy)
             st = slots ? s->ops->copy_in(s->backend, s->states, b * s->param_bytes, block,
                                          s->param_bytes)
                        : s->ops->copy_in(s->backend, s->params, 0, block, s->param_bytes);
-        if (!slots)
+        if (!slots && copy)
             g_store_params_changed(s); /* even a failed copy may have written some */
     }
     free(block);
@@ -326,20 +502,94 @@ static bora_status read_block(g_store *s, const char *path, const char *const *s
     return st;
 }
 
-bora_status bora_ckpt_load_model(g_store *s, const char *dir)
+/* dir/trainer.json, parsed, when there is one (else *rec is NULL); its step must be the one its
+ * directory is named for. *digests gets its "digests" object, or NULL for a checkpoint saved
+ * before bora recorded them (with a warning). */
+static bora_status read_record(const char *dir, json_object **rec, json_object **digests)
 {
+    *rec = *digests = NULL;
     char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    return read_block(s, path, NULL);
+    snprintf(path, sizeof path, "%s/trainer.json", dir);
+    if (access(path, F_OK) != 0) {
+        bora_log(BORA_LOG_WARN, "%s has no trainer.json: its tensors are loaded unverified", dir);
+        return BORA_OK;
+    }
+    char *text;
+    bora_status st = bora_ckpt_read_trainer(dir, &text);
+    if (st != BORA_OK)
+        return st;
+    *rec = json_tokener_parse(text);
+    free(text);
+    if (!json_object_is_type(*rec, json_type_object)) {
+        json_object_put(*rec);
+        *rec = NULL;
+        return bora_error_set(BORA_ERR_INVALID, "%s: not a JSON object; restore it as saved", path);
+    }
+    char trimmed[4200]; /* "step-4/" names step-4 too */
+    snprintf(trimmed, sizeof trimmed, "%s", dir);
+    for (size_t n = strlen(trimmed); n > 1 && trimmed[n - 1] == '/'; n--)
+        trimmed[n - 1] = 0;
+    const char *base = strrchr(trimmed, '/') ? strrchr(trimmed, '/') + 1 : trimmed;
+    int64_t dir_step;
+    json_object *jstep = NULL;
+    if (parse_step(base, &dir_step) &&
+        (!json_object_object_get_ex(*rec, "step", &jstep) ||
+         !json_object_is_type(jstep, json_type_int) || json_object_get_int64(jstep) != dir_step))
+        return bora_error_set(
+            BORA_ERR_INVALID,
+            "%s records step %s, but its directory is %s: a checkpoint's "
+            "files belong to the step it is named for; restore the directory "
+            "as it was saved",
+            path, jstep ? json_object_to_json_string_ext(jstep, JSON_C_TO_STRING_PLAIN) : "none",
+            base);
+    if (!json_object_object_get_ex(*rec, "digests", digests)) {
+        bora_log(BORA_LOG_WARN,
+                 "%s records no digests (saved by an older bora): its tensors are checked for "
+                 "finite values but not against digests",
+                 path);
+        *digests = NULL;
+    } else if (!json_object_is_type(*digests, json_type_object)) {
+        return bora_error_set(BORA_ERR_INVALID, "%s: \"digests\" is not an object", path);
+    }
+    return BORA_OK;
 }
 
-bora_status bora_ckpt_load_optimizer(g_store *s, const char *const *slots, const char *dir)
+/* Read (copy 1) or only check (copy 0) a checkpoint's model, and with slots its optimizer
+ * state. */
+static bora_status load_dir(g_store *s, const char *const *slots, const char *dir, int copy)
 {
-    if (!slots || !slots[0] || !s->n_states)
-        return BORA_OK;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-    return read_block(s, path, slots);
+    json_object *rec, *digests, *file_digests = NULL;
+    bora_status st = read_record(dir, &rec, &digests);
+    static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
+    int with_state = slots && slots[0] && s->n_states;
+    for (int i = 0; i < 1 + with_state && st == BORA_OK; i++) {
+        if (digests && (!json_object_object_get_ex(digests, files[i], &file_digests) ||
+                        !json_object_is_type(file_digests, json_type_object)))
+            st = bora_error_set(BORA_ERR_INVALID,
+                                "%s/trainer.json records no digests for %s: the checkpoint's "
+                                "files do not belong together",
+                                dir, files[i]);
+        else
+            st =
+                read_block(s, dir, files[i], i ? slots : NULL, digests ? file_digests : NULL, copy);
+    }
+    json_object_put(rec);
+    return st;
+}
+
+bora_status bora_ckpt_load_model(g_store *s, const char *dir)
+{
+    return load_dir(s, NULL, dir, 1);
+}
+
+bora_status bora_ckpt_load(g_store *s, const char *const *slots, const char *dir)
+{
+    return load_dir(s, slots, dir, 1);
+}
+
+bora_status bora_ckpt_verify(g_store *s, const char *const *slots, const char *dir)
+{
+    return load_dir(s, slots, dir, 0);
 }
 
 bora_status bora_ckpt_read_trainer(const char *dir, char **json)

@@ -1,34 +1,61 @@
 /* core/ckpt/checkpoint.h — checkpoints of a run: {run_dir}/step-{N}/ holding model.safetensors
  * (every parameter under its Hugging Face name), optimizer.safetensors (state slot k of
  * parameter p as "<slot>.<p>") and trainer.json (what the loop needs to go on, and what the
- * bits depend on).
+ * bits depend on, and an xxh3-64 digest of every tensor of both files).
  *
  * A save writes a temporary directory, fsyncs every file and the directory, then renames it
  * into place: a directory named step-N is complete, and a killed save leaves only a temporary
- * directory, which the next start removes. */
+ * directory, which the next start removes while holding the run's lock. */
 #ifndef BORA_CORE_CHECKPOINT_H
 #define BORA_CORE_CHECKPOINT_H
 
 #include "../graph/graph.h"
 
 /* Save the store's parameters (and its optimizer state, named by slots, NULL-terminated; NULL
- * for none) with trainer_json as step-{step} in run_dir (made if missing). The path of the new
- * directory goes to dir. */
+ * for none) with trainer_json, a JSON object's text, as step-{step} in run_dir (made if
+ * missing); trainer.json gets the object with "digests" added. The path of the new directory
+ * goes to dir. */
 bora_status bora_ckpt_save(const g_store *s, const char *const *slots, const char *run_dir,
                            int64_t step, const char *trainer_json, char *dir, size_t cap);
 
-/* The steps of run_dir's complete checkpoints, ascending (malloc'ed; *n may be 0). Leftovers of
- * killed saves are removed (with a log line). A missing run_dir has none. */
+/* The steps of run_dir's complete checkpoints, ascending (malloc'ed; *n may be 0). A missing
+ * run_dir has none. Reading only: leftovers of killed saves stay for bora_ckpt_clean. */
 bora_status bora_ckpt_list(const char *run_dir, int64_t **steps, size_t *n);
+
+/* Remove the leftovers of killed saves from run_dir (with a log line each). Only while holding
+ * run_dir's lock: a temporary directory of a live save would go too. */
+void bora_ckpt_clean(const char *run_dir);
+
+/* Take run_dir for this process's life: made if missing, checked writable, and locked with
+ * flock on run_dir/.lock, which then holds "pid P on host H". A second process is refused with a
+ * message naming the first's pid and host. *fd gets the lock's descriptor (closing it, or
+ * exiting, releases the lock). */
+bora_status bora_ckpt_lock(const char *run_dir, int *fd);
 
 /* Remove run_dir/step-{step}. */
 bora_status bora_ckpt_remove(const char *run_dir, int64_t step);
 
-/* Read parameters from dir/model.safetensors: every one of the store's, with its dtype and
- * shape, and nothing else; a mismatch is refused naming the tensor. */
+/* Loading is strict: the files hold every one of the store's tensors, with its dtype and
+ * shape, and nothing else; each tensor's bytes, as read from the file and before they reach the
+ * backend, must match the digest dir/trainer.json records for it and hold only finite values;
+ * and trainer.json's step must be the one its step-N directory is named for. Anything else is
+ * refused naming the file and tensor. A checkpoint saved before digests were recorded loads
+ * with a warning. */
+/* Read parameters from dir/model.safetensors. */
 bora_status bora_ckpt_load_model(g_store *s, const char *dir);
-/* Read optimizer state from dir/optimizer.safetensors, as strictly. */
-bora_status bora_ckpt_load_optimizer(g_store *s, const char *const *slots, const char *dir);
+/* Read parameters and, with slots (NULL-terminated), optimizer state from
+ * dir/optimizer.safetensors. */
+bora_status bora_ckpt_load(g_store *s, const char *const *slots, const char *dir);
+/* Check as bora_ckpt_load does, without changing the store. */
+bora_status bora_ckpt_verify(g_store *s, const char *const *slots, const char *dir);
+
+/* A tensor's digest as trainer.json records it: "xxh3-64:" and 16 hex digits. */
+#define BORA_CKPT_DIGEST_LEN 25
+void bora_ckpt_digest(const void *data, size_t nbytes, char out[BORA_CKPT_DIGEST_LEN]);
+/* Check a tensor's bytes as read from file: against want, its recorded digest (NULL: none), and
+ * that a floating-point tensor holds only finite values; a failure names file and tensor. */
+bora_status bora_ckpt_check_tensor(const char *file, const char *name, int32_t dtype,
+                                   const void *data, size_t nbytes, const char *want);
 /* dir/trainer.json's text (malloc'ed, NUL-terminated). */
 bora_status bora_ckpt_read_trainer(const char *dir, char **json);
 

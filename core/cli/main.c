@@ -26,8 +26,13 @@ static const command commands[] = {
      "checkpoints resumes from the latest one, to the same bits as a run never stopped.\n"
      "Ctrl-C (or SIGTERM) finishes the step, saves a checkpoint and exits.\n"
      "\n"
+     "One process trains a run id at a time: a second is refused, naming the first's pid and\n"
+     "host.\n"
+     "\n"
      "  --force   resume even where the checkpoint was made by a different configuration,\n"
-     "            thread count, CPU or build (the result is then not bitwise the same)\n"},
+     "            thread count, CPU or build (the result is then not bitwise the same); and\n"
+     "            where the latest checkpoint fails its digests, resume from the newest\n"
+     "            earlier one that passes (the damaged one is kept as step-N.damaged)\n"},
     {"eval", bora_cmd_eval, "loss and bits per byte of a checkpoint on the validation set",
      "bora eval CONFIG.yaml --checkpoint DIR [--json] [--section.key=value ...]\n"
      "\n"
@@ -36,7 +41,7 @@ static const command commands[] = {
      "(data.validation_urls; trainer.max_eval_batches batches of train_batch_size sequences,\n"
      "or all of it). Prints the mean loss per predicted token (nats) and bits per byte: the\n"
      "summed loss in bits over the UTF-8 bytes those tokens stand for. --json prints them as\n"
-     "one JSON object at full precision.\n"},
+     "one JSON object at full precision (null for a value that is not finite).\n"},
     {"generate", bora_cmd_generate, "sample text from a checkpoint",
      "bora generate --checkpoint DIR --prompt TEXT [--max-tokens N] [--temperature T]\n"
      "              [--top-k K] [--top-p P] [--seed S] [--tokenizer PATH] [--ids]\n"

@@ -317,10 +317,13 @@ bora_status tr_save(trainer *t, int64_t step)
 }
 
 /* Resume from the run's latest checkpoint, or start from load_checkpoint, or from scratch.
- * *start gets the last step already done. */
+ * *start gets the last step already done. A latest checkpoint that fails its checks is refused,
+ * naming the newest earlier one that passes them; --force resumes from that one (the bad one
+ * is renamed step-N.damaged, for a look). */
 bora_status tr_restore(trainer *t, int64_t *start)
 {
     *start = 0;
+    bora_ckpt_clean(t->run_dir); /* this process holds the run's lock */
     int64_t *steps;
     size_t n;
     bora_status st = bora_ckpt_list(t->run_dir, &steps, &n);
@@ -330,13 +333,50 @@ bora_status tr_restore(trainer *t, int64_t *start)
     if (n) {
         char dir[4200];
         snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, steps[n - 1]);
+        if ((st = bora_ckpt_load(t->store, oops->slots, dir)) != BORA_OK) {
+            char why[1024], good[4200] = "";
+            snprintf(why, sizeof why, "%s", bora_error_get());
+            for (size_t i = n - 1; i-- > 0 && !*good;) {
+                snprintf(good, sizeof good, "%s/step-%" PRId64, t->run_dir, steps[i]);
+                if (bora_ckpt_verify(t->store, oops->slots, good) != BORA_OK)
+                    *good = 0;
+            }
+            if (!*good || !t->force) {
+                free(steps);
+                if (!*good)
+                    return bora_error_set(st,
+                                          "cannot resume from %s: %s (and no earlier "
+                                          "checkpoint of run %s passes its checks)",
+                                          dir, why, t->run_id);
+                return bora_error_set(st,
+                                      "cannot resume from %s: %s; pass --force to resume from "
+                                      "%s instead",
+                                      dir, why, good);
+            }
+            /* The damaged one is kept for a look, under a name that is not a step's. */
+            char aside[4300];
+            int moved = 0;
+            for (int k = 1; k < 100 && !moved; k++) {
+                snprintf(aside, sizeof aside, k == 1 ? "%s.damaged" : "%s.damaged-%d", dir, k);
+                moved = access(aside, F_OK) != 0 && rename(dir, aside) == 0;
+            }
+            if (!moved) {
+                free(steps);
+                return bora_error_set(BORA_ERR_IO, "cannot move %s aside: %s", dir,
+                                      strerror(errno));
+            }
+            bora_log(BORA_LOG_WARN, "not resuming from %s: %s; --force: resuming from %s (%s kept)",
+                     dir, why, good, aside);
+            snprintf(dir, sizeof dir, "%s", good);
+            if ((st = bora_ckpt_load(t->store, oops->slots, dir)) != BORA_OK) {
+                free(steps);
+                return bora_error_set(st, "cannot resume from %s: %s", dir, bora_error_get());
+            }
+        }
         free(steps);
         int64_t step = 0;
         if ((st = check_resume(t, dir, &step)) != BORA_OK)
             return st;
-        if ((st = bora_ckpt_load_model(t->store, dir)) != BORA_OK ||
-            (st = bora_ckpt_load_optimizer(t->store, oops->slots, dir)) != BORA_OK)
-            return bora_error_set(st, "cannot resume from %s: %s", dir, bora_error_get());
         *start = step;
         printf("resuming run %s from %s (step %" PRId64 " of %" PRId64 ")\n", t->run_id, dir, step,
                t->steps);

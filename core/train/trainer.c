@@ -504,11 +504,17 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
 {
     trainer t = {.cfg = cfg, .reg = reg, .force = opts && opts->force};
     bora_config *root = bora_cfg_root(cfg);
-    int rc = 1;
+    int rc = 1, lock_fd = -1;
     sig_watch watch;
     sig_watch_start(&watch);
     if (!tr_configure(&t, root))
         goto out;
+    /* One process per run, from before any work: a second one would delete the first's saves,
+     * and an unwritable directory is better found now than at the first save. */
+    if (bora_ckpt_lock(t.run_dir, &lock_fd) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
     if (build(&t, root) != BORA_OK || tr_open_data(&t, root) != BORA_OK ||
         tr_make_record(&t) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
@@ -568,6 +574,8 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
 out:
     tr_teardown(&t);
     sig_watch_stop(&watch);
+    if (lock_fd >= 0)
+        close(lock_fd);
     return rc;
 }
 
@@ -605,11 +613,16 @@ int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
-    if (json)
-        printf("{\"checkpoint\": \"%s\", \"eval/loss\": %.17g, \"eval/bpb\": %.17g, "
-               "\"sequences\": %lld, \"tokens\": %lld, \"bytes\": %lld}\n",
-               dir, r.loss, r.bpb, (long long)r.sequences, (long long)r.tokens, (long long)r.bytes);
-    else
+    if (json) {
+        fputs("{\"checkpoint\": ", stdout);
+        bora_json_string(stdout, dir);
+        fputs(", \"eval/loss\": ", stdout);
+        bora_json_number(stdout, r.loss);
+        fputs(", \"eval/bpb\": ", stdout);
+        bora_json_number(stdout, r.bpb);
+        printf(", \"sequences\": %lld, \"tokens\": %lld, \"bytes\": %lld}\n",
+               (long long)r.sequences, (long long)r.tokens, (long long)r.bytes);
+    } else
         printf("eval of %s: loss %.4f  bpb %.4f  (%lld sequences, %lld tokens, %lld bytes, "
                "%.2f s)\n",
                dir, r.loss, r.bpb, (long long)r.sequences, (long long)r.tokens, (long long)r.bytes,

@@ -4,6 +4,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -68,6 +69,14 @@ size_t bora_edit_distance(const char *a, const char *b)
         }
     }
     return row[lb];
+}
+
+void bora_json_number(FILE *out, double v)
+{
+    if (isfinite(v))
+        fprintf(out, "%.17g", v);
+    else
+        fputs("null", out); /* JSON has no NaN or infinity */
 }
 
 void bora_json_string(FILE *out, const char *s)

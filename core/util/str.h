@@ -13,6 +13,8 @@ char *bora_path_join(const char *dir, const char *name); /* "dir/name", malloc'e
 int bora_same_file(const char *a, const char *b);        /* same inode (both exist) */
 size_t bora_edit_distance(const char *a, const char *b); /* Levenshtein, capped at 64 chars */
 void bora_json_string(FILE *out, const char *s);         /* s as a quoted JSON string */
+/* v exactly (%.17g), or null when it is not finite: JSON has no NaN or infinity. */
+void bora_json_number(FILE *out, double v);
 
 #define BORA_FNV_SEED 1469598103934665603ull
 /* FNV-1a, 64-bit, continuing from h (start with BORA_FNV_SEED). */
