@@ -36,7 +36,7 @@ b() { "$bora" --plugin-dir "$plugins" "$@" 2>&1; }
 refused() {
     out=$(b "$@") && fail "accepted: bora $*
 $out"
-    [ ! -d ckpt ] || fail "bora $* trained (ckpt exists)"
+    ! ls -d ckpt/*/step-* > /dev/null 2>&1 || fail "bora $* trained (a checkpoint exists)"
     rm -rf ckpt
 }
 
