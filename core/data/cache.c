@@ -58,7 +58,7 @@ struct bora_cache {
     int32_t eos;
     int width; /* bytes per token in the shards */
     uint64_t key, tok_hash, vocab;
-    uint64_t digest;   /* of the shards' tokens in order, once complete */
+    uint64_t digest;   /* of the shards' tokens in order, once complete (in the ledger) */
     int times_changed; /* sources with new modification times, their content unchanged */
     double max_bad;
     shard *shards;
@@ -976,17 +976,44 @@ int32_t bora_cache_eos(const bora_cache *c)
 
 bora_status bora_cache_digest(bora_cache *c, uint64_t *digest)
 {
-    int64_t ready = 0;
-    int done = 0;
-    *digest = 0;
-    bora_status st = bora_cache_wait(c, INT64_MAX, &ready, &done);
-    if (st == BORA_OK && !done)
-        st = bora_error_set(BORA_ERR_IO, "data: the token cache is being closed");
+    /* The tokens are a function of these: the tokenizer, how records are read, and each
+     * source's content, whose digest a finished shard holds (checked against its source's size
+     * and time when it was taken). A source still being tokenized is read here rather than
+     * waited for, so training starts before the cache is complete. */
+    uint64_t h = bora_fnv1a(BORA_FNV_SEED, "bora-data-1", 11);
+    h = bora_fnv1a(h, &c->tok_hash, sizeof c->tok_hash);
+    h = bora_fnv1a(h, &c->vocab, sizeof c->vocab);
+    h = bora_fnv1a(h, c->text_key, strlen(c->text_key) + 1);
+    h = bora_fnv1a(h, &c->txt_whole, sizeof c->txt_whole);
+    size_t unread = 0;
     pthread_mutex_lock(&c->mu);
-    if (st == BORA_OK)
-        *digest = c->digest;
+    for (size_t i = 0; i < c->n; i++)
+        unread += !c->shards[i].done;
     pthread_mutex_unlock(&c->mu);
-    return st;
+    if (unread)
+        bora_log(BORA_LOG_INFO,
+                 "data: reading %zu file%s not yet tokenized for the digest of the data's "
+                 "content (the checkpoints record it)",
+                 unread, unread == 1 ? "" : "s");
+    *digest = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        pthread_mutex_lock(&c->mu);
+        int done = c->shards[i].done;
+        uint64_t d = c->shards[i].source_digest;
+        pthread_mutex_unlock(&c->mu);
+        if (!done) {
+            char *data = NULL;
+            size_t len = 0;
+            bora_status st = bora_source_read(c->shards[i].path, &data, &len);
+            if (st != BORA_OK)
+                return st;
+            d = bora_fnv1a(BORA_FNV_SEED, data, len);
+            free(data);
+        }
+        h = bora_fnv1a(h, &d, sizeof d);
+    }
+    *digest = h;
+    return BORA_OK;
 }
 
 size_t bora_cache_reused(const bora_cache *c)

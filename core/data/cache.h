@@ -75,7 +75,9 @@ const char *bora_cache_dir(const bora_cache *c);
 /* The key: the tokenizer, the text field and the sources (path, size, modification time). */
 uint64_t bora_cache_key(const bora_cache *c);
 int32_t bora_cache_eos(const bora_cache *c);
-/* The digest of the token content: every shard's tokens, in order. Waits for the whole cache. */
+/* The digest of what the tokens are made of: the tokenizer's identity, the text field, how a
+ * .txt file is read and each source's content in order (held by its shard; a source not yet
+ * tokenized is read for it). Not the directory nor the sources' times. */
 bora_status bora_cache_digest(bora_cache *c, uint64_t *digest);
 /* Shards found finished when the cache was opened (reused, not tokenized again). */
 size_t bora_cache_reused(const bora_cache *c);
