@@ -630,6 +630,8 @@ static bora_status check_meta(bora_cache *c, int rebuild)
                         break;
                     }
                 }
+                if (times_only)
+                    snprintf(why, sizeof why, "other sources (their modification times)");
                 if (times_only && !rebuild) {
                     c->times_changed = 1;
                     same = 1;
