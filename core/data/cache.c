@@ -15,7 +15,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +26,10 @@
 #include <unistd.h>
 
 #define SHARD_MAGIC "BORATOK1"
-/* Version 2 added what the shard is of: the tokenizer's identity, the source it came from (its
- * size, time and content digest) and its tokens' digest. */
-enum { SHARD_VERSION = 2, HEADER_BYTES = 112, BAD_SHOWN = 5, MAX_WORKERS = 8 };
+/* Version 2 added what the shard is of: the tokenizer's identity, its source's content digest
+ * and its tokens' digest (not the source's path or time: a URL and a local copy of one file give
+ * the same bytes). */
+enum { SHARD_VERSION = 2, HEADER_BYTES = 96, BAD_SHOWN = 5, MAX_WORKERS = 8 };
 /* Positive codes, never a user's error: a worker told to stop; a shard to make again. */
 enum { CANCELLED = 1, STALE = 2 };
 
@@ -46,8 +46,7 @@ typedef struct shard {
     char first_bad[256];
     int64_t start; /* offset in the joined stream (shards in the finished prefix) */
     uint64_t source_digest, token_digest;
-    uint64_t built_size; /* the source's size and time when its shard was made */
-    int64_t built_mtime_ns;
+    int recheck; /* read the source again to check its shard: 1, its time changed; 2, no meta */
 } shard;
 
 struct bora_cache {
@@ -58,8 +57,8 @@ struct bora_cache {
     int32_t eos;
     int width; /* bytes per token in the shards */
     uint64_t key, tok_hash, vocab;
-    uint64_t digest;   /* of the shards' tokens in order, once complete (in the ledger) */
-    int times_changed; /* sources with new modification times, their content unchanged */
+    uint64_t digest;  /* of the shards' tokens in order, once complete (in the ledger) */
+    int meta_pending; /* meta.json to write once the shards are checked (new times, or none) */
     double max_bad;
     shard *shards;
     size_t n, prefix, done_count, reused, next;
@@ -142,20 +141,13 @@ typedef struct header {
     uint64_t n_tokens, n_docs, records, bad, checksum;
     uint32_t msg_len, reserved;
     uint64_t tokenizer, vocab;            /* the tokenizer's identity */
-    uint64_t source_size;                 /* the source when it was read, */
-    int64_t source_mtime_ns;              /* to see cheaply that it is unchanged */
-    uint64_t source_digest, token_digest; /* of its content; of the tokens */
+    uint64_t source_digest, token_digest; /* of the source's content; of the tokens */
 } header;
-/* The source's time is rewritten in place when it changes but its content does not: outside
- * the checksum, which covers the body. */
-#define MTIME_AT offsetof(header, source_mtime_ns)
 
-/* The checksum: the header's identity fields but the source's time, then the body. */
+/* The checksum: the four fields above, then the body. */
 static uint64_t shard_checksum(const header *h, const void *body, size_t n)
 {
-    uint64_t x = bora_fnv1a(BORA_FNV_SEED, &h->tokenizer, 3 * sizeof(uint64_t));
-    x = bora_fnv1a(x, &h->source_digest, 2 * sizeof(uint64_t));
-    return bora_fnv1a(x, body, n);
+    return bora_fnv1a(bora_fnv1a(BORA_FNV_SEED, &h->tokenizer, 4 * sizeof(uint64_t)), body, n);
 }
 _Static_assert(sizeof(header) == HEADER_BYTES, "shard header");
 
@@ -202,8 +194,6 @@ static bora_status write_shard(bora_cache *c, size_t i, const stream *s, uint64_
                 .msg_len = (uint32_t)msg,
                 .tokenizer = c->tok_hash,
                 .vocab = c->vocab,
-                .source_size = c->shards[i].size,
-                .source_mtime_ns = c->shards[i].mtime_ns,
                 .source_digest = source_digest,
                 .token_digest = bora_fnv1a(BORA_FNV_SEED, p, tok_bytes)};
     memcpy(h.magic, SHARD_MAGIC, 8);
@@ -328,8 +318,6 @@ static bora_status load_shard(const bora_cache *c, size_t i, shard *sh, char *wh
     sh->bad = (int64_t)h.bad;
     sh->source_digest = h.source_digest;
     sh->token_digest = h.token_digest;
-    sh->built_size = h.source_size;
-    sh->built_mtime_ns = h.source_mtime_ns;
     memcpy(sh->first_bad,
            (const char *)map + HEADER_BYTES + pad8(h.n_tokens * h.width) + (h.n_docs + 1) * 8,
            h.msg_len);
@@ -485,7 +473,7 @@ static void advance(bora_cache *c)
     snprintf(ledger, sizeof ledger, "%s/ledger.json", c->dir);
     for (size_t i = 0; i < c->n; i++)
         c->digest = bora_fnv1a(c->digest, &c->shards[i].token_digest, sizeof(uint64_t));
-    if (!c->error && (c->reused < c->n || c->times_changed || access(ledger, F_OK) != 0) &&
+    if (!c->error && (c->reused < c->n || c->meta_pending || access(ledger, F_OK) != 0) &&
         write_ledger(c) != BORA_OK) {
         c->error = BORA_ERR_IO;
         snprintf(c->message, sizeof c->message, "%s", bora_error_get());
@@ -574,7 +562,7 @@ static void clean_dir(const char *dir, int all)
 
 /* meta.json: what the directory was made for. A mismatch is refused (or the directory emptied
  * when rebuild is set), except new modification times alone: the shards of those sources are
- * checked against their content when they are reused (c->times_changed). */
+ * checked against their content when they are reused (recheck), and meta.json written then. */
 static bora_status check_meta(bora_cache *c, int rebuild)
 {
     char path[4200], hex[32];
@@ -611,8 +599,10 @@ static bora_status check_meta(bora_cache *c, int rebuild)
                         json_object_get_int64(sz) != (int64_t)c->shards[i].size || !mt ||
                         json_object_get_int64(mt) != c->shards[i].mtime_ns) {
                         if (p && !strcmp(json_object_get_string(p), c->shards[i].path) && sz &&
-                            json_object_get_int64(sz) == (int64_t)c->shards[i].size)
-                            continue; /* its time alone: its shard is checked when reused */
+                            json_object_get_int64(sz) == (int64_t)c->shards[i].size) {
+                            c->shards[i].recheck = 1; /* its time alone: checked when reused */
+                            continue;
+                        }
                         times_only = 0;
                         if (!p || strcmp(json_object_get_string(p), c->shards[i].path))
                             snprintf(why, sizeof why, "other sources (file %zu was %s, now %s)",
@@ -633,7 +623,7 @@ static bora_status check_meta(bora_cache *c, int rebuild)
                 if (times_only)
                     snprintf(why, sizeof why, "other sources (their modification times)");
                 if (times_only && !rebuild) {
-                    c->times_changed = 1;
+                    c->meta_pending = 1;
                     same = 1;
                 }
             }
@@ -649,6 +639,15 @@ static bora_status check_meta(bora_cache *c, int rebuild)
         bora_log(BORA_LOG_INFO, "data: rebuilding the cache in %s%s%s", c->dir,
                  *why ? ", built for " : "", why);
         clean_dir(c->dir, 1);
+        for (size_t i = 0; i < c->n; i++)
+            c->shards[i].recheck = 0;
+    } else {
+        /* Nothing says what the shards were made of: each is checked against its source, and
+         * meta.json written once they are. */
+        for (size_t i = 0; i < c->n; i++)
+            c->shards[i].recheck = 2;
+        c->meta_pending = 1;
+        return BORA_OK;
     }
     json_object *o = identity_json(c);
     bora_status st = write_json_atomic(c->dir, "meta.json", o);
@@ -658,9 +657,8 @@ static bora_status check_meta(bora_cache *c, int rebuild)
 
 /* Take finished shard i if it holds this tokenizer's ids of its source's content (*taken says
  * whether it was). A shard of another tokenizer or format is deleted to be made again, as a
- * cache entry is; one whose source has a new size or time is checked by reading the source
- * again and comparing its content's digest, and kept, its header given the new time, when they
- * agree. */
+ * cache entry is; one whose source has a new modification time, or in a directory without
+ * meta.json, is checked by reading the source again and comparing its content's digest. */
 static bora_status reuse_shard(bora_cache *c, size_t i, int *taken)
 {
     char path[4200], stale[256];
@@ -678,7 +676,7 @@ static bora_status reuse_shard(bora_cache *c, size_t i, int *taken)
     }
     if (st != BORA_OK)
         return st;
-    if (sh->built_size != sh->size || sh->built_mtime_ns != sh->mtime_ns) {
+    if (sh->recheck) {
         char *data = NULL;
         size_t len = 0;
         uint64_t digest = 0;
@@ -700,19 +698,11 @@ static bora_status reuse_shard(bora_cache *c, size_t i, int *taken)
             return st;
         }
         bora_log(BORA_LOG_INFO,
-                 "data: %s has a new modification time; read again, its content is the same, "
-                 "so its tokens are kept",
-                 sh->path);
-        int fd = open(path, O_WRONLY);
-        if (fd < 0 || pwrite(fd, &sh->mtime_ns, sizeof sh->mtime_ns, MTIME_AT) !=
-                          (ssize_t)sizeof sh->mtime_ns)
-            bora_log(BORA_LOG_WARN,
-                     "data: cannot record the new time in %s (%s); the next run "
-                     "reads the source again",
-                     path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        c->times_changed = 1;
+                 "data: %s %s; read again, its content is the same, so its "
+                 "tokens are kept",
+                 sh->path,
+                 sh->recheck == 1 ? "has a new modification time"
+                                  : "has a shard but no meta.json says of what");
     }
     *taken = 1;
     return BORA_OK;
@@ -833,7 +823,7 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
         c->docs_done += c->shards[i].n_docs;
         c->tokens_done += c->shards[i].n_tokens;
     }
-    if (st == BORA_OK && c->times_changed) {
+    if (st == BORA_OK && c->meta_pending) {
         json_object *id = identity_json(c);
         st = write_json_atomic(c->dir, "meta.json", id);
         json_object_put(id);

@@ -6,7 +6,7 @@
 # compares the data's content, not file times or where the cache lives: `touch` on a source,
 # data.cache_rebuild: true, another cache_dir and cache_workers all resume to the weights of a
 # run never interrupted, and a source with other content (its size unchanged) is refused, by
-# the cache and, rebuilt, by the resume, naming data.
+# the cache (with meta.json or without) and, rebuilt, by the resume, naming data.
 # usage: test_cache_identity.sh BORA PLUGIN_DIR TOKENIZER OTHER_TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 other=$4 text=$5 work=$6
@@ -77,12 +77,13 @@ def fnv(data, h=1469598103934665603):
         h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
     return h
 b = bytearray(open(sys.argv[1], "rb").read())
-struct.pack_into("<H", b, 112 + 2 * 5, 300)  # token 5: past the 257 ids
+# the header: magic, version, width, tokens, documents, records, bad, checksum (at 48),
+# message length, reserved, tokenizer, vocabulary, source digest, token digest (at 88); then
+# the tokens (u16), which the token digest covers, and the checksum all from the tokenizer on
+struct.pack_into("<H", b, 96 + 2 * 5, 300)  # token 5: past the 257 ids
 n_tokens = struct.unpack_from("<Q", b, 16)[0]
-struct.pack_into("<Q", b, 104, fnv(bytes(b[112:112 + 2 * n_tokens])))
-h = fnv(bytes(b[64:88]))
-h = fnv(bytes(b[96:112]), h)
-struct.pack_into("<Q", b, 48, fnv(bytes(b[112:]), h))
+struct.pack_into("<Q", b, 88, fnv(bytes(b[96:96 + 2 * n_tokens])))
+struct.pack_into("<Q", b, 48, fnv(bytes(b[64:])))
 open(sys.argv[1], "wb").write(b)
 PY
 out=$(b train run.yaml --data.cache_dir=g --trainer.id=h 2>&1) && fail "an id past the vocabulary was taken"
@@ -121,6 +122,12 @@ sed -i '1s/^./X/' src/part2.txt
 rm -rf ckpt/r/step-8
 out=$(b train run.yaml --trainer.id=r 2>&1) && fail "a source with other content was taken"
 has "$out" "data.cache_dir $work/c was built for other sources (file 3, $work/src/part2.txt, has changed since: its content differs)"
+cp c/meta.json meta.keep
+rm c/meta.json
+out=$(b cache run.yaml 2>&1) && fail "a source with other content was taken with meta.json gone"
+has "$out" "data.cache_dir $work/c was built for other sources (file 3, $work/src/part2.txt, has changed since: its content differs)"
+[ -e c/meta.json ] && fail "meta.json written for shards that were refused"
+cp meta.keep c/meta.json
 out=$(b train run.yaml --trainer.id=r --data.cache_rebuild=true 2>&1) &&
     fail "resumed on other data"
 has "$out" "differs from this one"
