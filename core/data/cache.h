@@ -5,8 +5,8 @@
  * vocabulary fits, else u32; each document closed by the end-of-text id) plus the document
  * offsets and the file's record counts, and a checksum; it is written to a temporary name,
  * synced and renamed, so a shard that exists is complete. Its header also says what it is of:
- * the tokenizer's identity (its hash and vocabulary size), the source's size, modification time
- * and content digest, and the tokens' digest. A shard of another tokenizer, or written by an
+ * the tokenizer's identity (its hash and vocabulary size), the source's content digest and the
+ * tokens' digest. A shard of another tokenizer, or written by an
  * older bora without that identity, is tokenized again (a log line says why), so a cache never
  * gives another tokenizer's ids, even with meta.json gone; ids outside the vocabulary are
  * refused when a shard is loaded. ledger.json is written last, when
@@ -14,9 +14,10 @@
  * directory is data.cache_dir, by default ${XDG_CACHE_HOME:-~/.cache}/bora/tokens/<key>, where
  * the key hashes the tokenizer, the text field and every source's path, size and modification
  * time; meta.json records them, and a directory made for another tokenizer or other sources is
- * refused (or emptied and rebuilt when asked). A source whose size or time differs from its
- * shard's is read again and its content digest compared: the same content (a `touch`) keeps
- * the shard and records the new time; other content is refused as other sources.
+ * refused (or emptied and rebuilt when asked). A source whose time alone differs from meta.json's
+ * is read again and its content digest compared with its shard's: the same content (a `touch`)
+ * keeps the shard and meta.json takes the new time; other content is refused as other sources.
+ * Without meta.json, every shard is checked so against its source before meta.json is written.
  *
  * Worker threads at idle priority build the missing shards while the cache is already in use:
  * readers see the longest prefix of finished shards in source order, so what they read never
