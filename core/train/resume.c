@@ -117,7 +117,7 @@ bora_status tr_make_record(trainer *t)
     tr_json_kv(f, "model_plugin", buf, 1);
     plugin_line(buf, sizeof buf, t->opt_entry);
     tr_json_kv(f, "optimizer_plugin", buf, 1);
-    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the token content)",
+    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the data's content)",
              bora_loader_hash(t->loader));
     tr_json_kv(f, "data", buf, 0);
     fputs("}", f);
