@@ -58,6 +58,7 @@ struct bora_cache {
     int width; /* bytes per token in the shards */
     uint64_t key, tok_hash, vocab;
     uint64_t digest;  /* of the shards' tokens in order, once complete (in the ledger) */
+    int rebuild;      /* data.cache_rebuild */
     int meta_pending; /* meta.json to write once the shards are checked (new times, or none) */
     double max_bad;
     shard *shards;
@@ -684,6 +685,17 @@ static bora_status reuse_shard(bora_cache *c, size_t i, int *taken)
         if (st == BORA_OK)
             digest = bora_fnv1a(BORA_FNV_SEED, data, len);
         free(data);
+        if (st == BORA_OK && digest != sh->source_digest && c->rebuild) {
+            bora_log(BORA_LOG_INFO,
+                     "data: %s has changed since its shard %s was made; "
+                     "tokenizing it again",
+                     sh->path, path);
+            munmap(sh->map, sh->map_len);
+            sh->map = NULL;
+            sh->done = 0;
+            unlink(path);
+            return BORA_OK;
+        }
         if (st == BORA_OK && digest != sh->source_digest)
             st = bora_error_set(BORA_ERR_INVALID,
                                 "data.cache_dir %s was built for other sources (file %zu, %s, "
@@ -726,6 +738,7 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
     c->width = bora_tokenizer_vocab_size(o->tok) <= 65536 ? 2 : 4;
     c->tok_hash = bora_tokenizer_hash(o->tok);
     c->vocab = bora_tokenizer_vocab_size(o->tok);
+    c->rebuild = o->rebuild;
     c->digest = bora_fnv1a(BORA_FNV_SEED, "bora-tokens-1", 13);
     bora_status st = BORA_OK;
     if (c->eos < 0)

@@ -6,7 +6,8 @@
 # compares the data's content, not file times or where the cache lives: `touch` on a source,
 # data.cache_rebuild: true, another cache_dir and cache_workers all resume to the weights of a
 # run never interrupted, and a source with other content (its size unchanged) is refused, by
-# the cache (with meta.json or without) and, rebuilt, by the resume, naming data.
+# the cache (with meta.json or without; --rebuild makes that shard again) and, rebuilt, by the
+# resume, naming data.
 # usage: test_cache_identity.sh BORA PLUGIN_DIR TOKENIZER OTHER_TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 other=$4 text=$5 work=$6
@@ -122,12 +123,13 @@ sed -i '1s/^./X/' src/part2.txt
 rm -rf ckpt/r/step-8
 out=$(b train run.yaml --trainer.id=r 2>&1) && fail "a source with other content was taken"
 has "$out" "data.cache_dir $work/c was built for other sources (file 3, $work/src/part2.txt, has changed since: its content differs)"
-cp c/meta.json meta.keep
 rm c/meta.json
 out=$(b cache run.yaml 2>&1) && fail "a source with other content was taken with meta.json gone"
 has "$out" "data.cache_dir $work/c was built for other sources (file 3, $work/src/part2.txt, has changed since: its content differs)"
 [ -e c/meta.json ] && fail "meta.json written for shards that were refused"
-cp meta.keep c/meta.json
+out=$(b cache run.yaml --rebuild 2>&1) || fail "--rebuild with meta.json gone: $out"
+has "$out" "data: $work/src/part2.txt has changed since its shard $work/c/shard-00002.bin was made; tokenizing it again"
+has "$out" "(1 tokenized now, 3 reused"
 out=$(b train run.yaml --trainer.id=r --data.cache_rebuild=true 2>&1) &&
     fail "resumed on other data"
 has "$out" "differs from this one"
