@@ -70,13 +70,15 @@ static const bora_key data_keys[] = {
      "reported with its file and line and skipped. 0: any is an error"},
     {"cache_dir", BORA_KEY_STRING, 0, "\"\"",
      "the token cache's directory; empty: ${XDG_CACHE_HOME:-~/.cache}/bora/tokens/KEY, KEY a "
-     "hash of the tokenizer, text_key and the sources' paths, sizes and modification times"},
+     "hash of the tokenizer, text_key and the sources' paths, sizes and modification times. "
+     "Where it lives changes no bits: a resume ignores it"},
     {"cache_workers", BORA_KEY_INT, 0, "0",
      "threads tokenizing files into the cache, at idle priority (0: one per core, at most 8); "
-     "the cache is the same for any number"},
+     "the cache is the same for any number (a resume ignores it)"},
     {"cache_rebuild", BORA_KEY_BOOL, 0, "false",
      "empty and rebuild a cache_dir that was made for another tokenizer or other sources "
-     "(else that is an error)"},
+     "(else that is an error); a shard of another tokenizer or an older bora is tokenized "
+     "again either way. A resume ignores it: checkpoints compare the data's content"},
     {"validation_windows", BORA_KEY_INT, 0, "0",
      "with no validation_urls: hold out this many seq_len windows from the start of "
      "train_urls (before any shuffling) as the validation set; training reads the rest"},

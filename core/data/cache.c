@@ -26,8 +26,12 @@
 #include <unistd.h>
 
 #define SHARD_MAGIC "BORATOK1"
-enum { SHARD_VERSION = 1, HEADER_BYTES = 64, BAD_SHOWN = 5, MAX_WORKERS = 8 };
-enum { CANCELLED = 1 }; /* a worker told to stop (a positive code: never a user's error) */
+/* Version 2 added what the shard is of: the tokenizer's identity, its source's content digest
+ * and its tokens' digest (not the source's path or time: a URL and a local copy of one file give
+ * the same bytes). */
+enum { SHARD_VERSION = 2, HEADER_BYTES = 96, BAD_SHOWN = 5, MAX_WORKERS = 8 };
+/* Positive codes, never a user's error: a worker told to stop; a shard to make again. */
+enum { CANCELLED = 1, STALE = 2 };
 
 typedef struct shard {
     char *path; /* the source file */
@@ -41,6 +45,8 @@ typedef struct shard {
     int64_t n_tokens, n_docs, records, bad;
     char first_bad[256];
     int64_t start; /* offset in the joined stream (shards in the finished prefix) */
+    uint64_t source_digest, token_digest;
+    int recheck; /* read the source again to check its shard: 1, its time changed; 2, no meta */
 } shard;
 
 struct bora_cache {
@@ -50,7 +56,10 @@ struct bora_cache {
     int txt_whole; /* a .txt file is one document */
     int32_t eos;
     int width; /* bytes per token in the shards */
-    uint64_t key, tok_hash;
+    uint64_t key, tok_hash, vocab;
+    uint64_t digest;  /* of the shards' tokens in order, once complete (in the ledger) */
+    int rebuild;      /* data.cache_rebuild */
+    int meta_pending; /* meta.json to write once the shards are checked (new times, or none) */
     double max_bad;
     shard *shards;
     size_t n, prefix, done_count, reused, next;
@@ -132,7 +141,15 @@ typedef struct header {
     uint32_t version, width;
     uint64_t n_tokens, n_docs, records, bad, checksum;
     uint32_t msg_len, reserved;
+    uint64_t tokenizer, vocab;            /* the tokenizer's identity */
+    uint64_t source_digest, token_digest; /* of the source's content; of the tokens */
 } header;
+
+/* The checksum: the four fields above, then the body. */
+static uint64_t shard_checksum(const header *h, const void *body, size_t n)
+{
+    return bora_fnv1a(bora_fnv1a(BORA_FNV_SEED, &h->tokenizer, 4 * sizeof(uint64_t)), body, n);
+}
 _Static_assert(sizeof(header) == HEADER_BYTES, "shard header");
 
 static void shard_name(const bora_cache *c, size_t i, char *buf, size_t cap)
@@ -146,7 +163,7 @@ static size_t pad8(size_t n)
 }
 
 /* Write shard i from a tokenized stream: a temporary file, synced, renamed. */
-static bora_status write_shard(bora_cache *c, size_t i, const stream *s)
+static bora_status write_shard(bora_cache *c, size_t i, const stream *s, uint64_t source_digest)
 {
     size_t tok_bytes = s->ids.n * (size_t)c->width, off_bytes = (s->n_offsets + 1) * 8;
     size_t msg = strlen(s->first_bad);
@@ -175,9 +192,13 @@ static bora_status write_shard(bora_cache *c, size_t i, const stream *s)
                 .n_docs = s->n_offsets,
                 .records = (uint64_t)s->records,
                 .bad = (uint64_t)s->bad,
-                .checksum = bora_fnv1a(BORA_FNV_SEED, p, body),
-                .msg_len = (uint32_t)msg};
+                .msg_len = (uint32_t)msg,
+                .tokenizer = c->tok_hash,
+                .vocab = c->vocab,
+                .source_digest = source_digest,
+                .token_digest = bora_fnv1a(BORA_FNV_SEED, p, tok_bytes)};
     memcpy(h.magic, SHARD_MAGIC, 8);
+    h.checksum = shard_checksum(&h, p, body);
     memcpy(buf, &h, sizeof h);
     char path[4200], tmp[4300];
     shard_name(c, i, path, sizeof path);
@@ -207,10 +228,12 @@ static bora_status write_shard(bora_cache *c, size_t i, const stream *s)
     return st;
 }
 
-/* Map and check shard file i into sh: magic, version, width, size and checksum. */
-static bora_status load_shard(const bora_cache *c, size_t i, shard *sh)
+/* Map and check shard file i into sh: magic, version, the tokenizer, width, size, checksum and
+ * the ids' range. A shard of another format version or another tokenizer is STALE (the reason
+ * in why_stale): a cache entry to make again, not an error. */
+static bora_status load_shard(const bora_cache *c, size_t i, shard *sh, char *why_stale, size_t cap)
 {
-    char path[4200];
+    char path[4200], range[160];
     shard_name(c, i, path, sizeof path);
     int fd = open(path, O_RDONLY);
     if (fd < 0)
@@ -219,26 +242,65 @@ static bora_status load_shard(const bora_cache *c, size_t i, shard *sh)
     const char *why = NULL;
     void *map = MAP_FAILED;
     header h;
-    if (fstat(fd, &stt) != 0 || stt.st_size < HEADER_BYTES)
+    uint32_t version = 0;
+    if (fstat(fd, &stt) != 0 || stt.st_size < 16)
         why = "shorter than its header";
     else if ((map = mmap(NULL, (size_t)stt.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
         why = strerror(errno);
     close(fd);
     if (!why) {
-        memcpy(&h, map, sizeof h);
         size_t size = (size_t)stt.st_size;
-        if (memcmp(h.magic, SHARD_MAGIC, 8))
+        memcpy(&version, (const char *)map + 8, sizeof version);
+        if (memcmp(map, SHARD_MAGIC, 8))
             why = "not a bora token shard";
-        else if (h.version != SHARD_VERSION)
-            why = "another shard format version";
-        else if (h.width != (uint32_t)c->width)
+        else if (version != SHARD_VERSION) {
+            snprintf(why_stale, cap,
+                     "was written by %s bora (shard format %u, this one %d, which records the "
+                     "tokenizer)",
+                     version < SHARD_VERSION ? "an older" : "another", version, SHARD_VERSION);
+            munmap(map, size);
+            return STALE;
+        } else if (size < HEADER_BYTES)
+            why = "shorter than its header";
+    }
+    if (!why) {
+        size_t size = (size_t)stt.st_size;
+        memcpy(&h, map, sizeof h);
+        if (h.tokenizer != c->tok_hash || h.vocab != c->vocab) {
+            snprintf(why_stale, cap,
+                     "was tokenized by another tokenizer (%016llx with %llu ids; this one "
+                     "%016llx with %llu)",
+                     (unsigned long long)h.tokenizer, (unsigned long long)h.vocab,
+                     (unsigned long long)c->tok_hash, (unsigned long long)c->vocab);
+            munmap(map, size);
+            return STALE;
+        }
+        if (h.width != (uint32_t)c->width)
             why = "another token width";
         else if (h.n_tokens > size || h.n_docs > size || h.msg_len > 255 ||
                  HEADER_BYTES + pad8(h.n_tokens * h.width) + (h.n_docs + 1) * 8 + h.msg_len != size)
             why = "its size does not match its header (truncated?)";
-        else if (bora_fnv1a(BORA_FNV_SEED, (const char *)map + HEADER_BYTES, size - HEADER_BYTES) !=
+        else if (shard_checksum(&h, (const char *)map + HEADER_BYTES, size - HEADER_BYTES) !=
                  h.checksum)
             why = "its checksum does not match (corrupt)";
+        /* Ids the model has no row for never reach it, whatever wrote the file. */
+        const unsigned char *tok = (const unsigned char *)map + HEADER_BYTES;
+        for (uint64_t k = 0; !why && k < h.n_tokens; k++) {
+            uint32_t v;
+            if (h.width == 2) {
+                uint16_t w;
+                memcpy(&w, tok + 2 * k, 2);
+                v = w;
+            } else {
+                memcpy(&v, tok + 4 * k, 4);
+            }
+            if (v >= c->vocab) {
+                snprintf(range, sizeof range,
+                         "token %llu is id %u, outside the tokenizer's %llu ids",
+                         (unsigned long long)k, v, (unsigned long long)c->vocab);
+                why = range;
+            }
+        }
     }
     if (why) {
         if (map != MAP_FAILED)
@@ -255,6 +317,8 @@ static bora_status load_shard(const bora_cache *c, size_t i, shard *sh)
     sh->n_docs = (int64_t)h.n_docs;
     sh->records = (int64_t)h.records;
     sh->bad = (int64_t)h.bad;
+    sh->source_digest = h.source_digest;
+    sh->token_digest = h.token_digest;
     memcpy(sh->first_bad,
            (const char *)map + HEADER_BYTES + pad8(h.n_tokens * h.width) + (h.n_docs + 1) * 8,
            h.msg_len);
@@ -272,17 +336,19 @@ static bora_status build_shard(bora_cache *c, size_t i, shard *out)
     bora_status st = bora_source_read(src->path, &data, &len);
     if (st != BORA_OK)
         return st;
+    uint64_t digest = bora_fnv1a(BORA_FNV_SEED, data, len);
     stream s = {.c = c};
     bora_record_fns fns = {add_doc, bad_record, &s};
     st = src->jsonl ? bora_records_jsonl(src->path, data, len, c->text_key, &fns)
                     : bora_records_txt(src->path, data, len, c->txt_whole, &fns);
     free(data);
     if (st == BORA_OK)
-        st = write_shard(c, i, &s);
+        st = write_shard(c, i, &s, digest);
     bora_ids_free(&s.ids);
     free(s.offsets);
-    if (st == BORA_OK)
-        st = load_shard(c, i, out);
+    char stale[256];
+    if (st == BORA_OK && (st = load_shard(c, i, out, stale, sizeof stale)) == STALE)
+        st = bora_error_set(BORA_ERR_INTERNAL, "cache shard %zu %s", i, stale);
     return st;
 }
 
@@ -353,12 +419,17 @@ static bora_status write_ledger(bora_cache *c)
         json_object_object_add(s, "documents", json_object_new_int64(sh->n_docs));
         json_object_object_add(s, "tokens", json_object_new_int64(sh->n_tokens));
         json_object_object_add(s, "bad_records", json_object_new_int64(sh->bad));
+        snprintf(name, sizeof name, "%016llx", (unsigned long long)sh->token_digest);
+        json_object_object_add(s, "token_digest", json_object_new_string(name));
         json_object_array_add(shards, s);
         docs += sh->n_docs;
     }
     json_object_object_add(o, "shards", shards);
     json_object_object_add(o, "documents", json_object_new_int64(docs));
     json_object_object_add(o, "tokens", json_object_new_int64(c->prefix_tokens));
+    char hex[32];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->digest);
+    json_object_object_add(o, "token_digest", json_object_new_string(hex));
     bora_status st = write_json_atomic(c->dir, "ledger.json", o);
     json_object_put(o);
     return st;
@@ -401,7 +472,9 @@ static void advance(bora_cache *c)
     }
     char ledger[4200];
     snprintf(ledger, sizeof ledger, "%s/ledger.json", c->dir);
-    if (!c->error && (c->reused < c->n || access(ledger, F_OK) != 0) &&
+    for (size_t i = 0; i < c->n; i++)
+        c->digest = bora_fnv1a(c->digest, &c->shards[i].token_digest, sizeof(uint64_t));
+    if (!c->error && (c->reused < c->n || c->meta_pending || access(ledger, F_OK) != 0) &&
         write_ledger(c) != BORA_OK) {
         c->error = BORA_ERR_IO;
         snprintf(c->message, sizeof c->message, "%s", bora_error_get());
@@ -489,15 +562,18 @@ static void clean_dir(const char *dir, int all)
 }
 
 /* meta.json: what the directory was made for. A mismatch is refused (or the directory emptied
- * when rebuild is set). */
+ * when rebuild is set), except new modification times alone: the shards of those sources are
+ * checked against their content when they are reused (recheck), and meta.json written then. */
 static bora_status check_meta(bora_cache *c, int rebuild)
 {
     char path[4200], hex[32];
     snprintf(path, sizeof path, "%s/meta.json", c->dir);
     json_object *m = json_object_from_file(path);
     if (m) {
-        json_object *k = NULL, *t = NULL, *srcs = NULL;
+        json_object *k = NULL, *t = NULL, *srcs = NULL, *tk = NULL, *td = NULL;
         json_object_object_get_ex(m, "key", &k);
+        json_object_object_get_ex(m, "text_key", &tk);
+        json_object_object_get_ex(m, "txt_documents", &td);
         json_object_object_get_ex(m, "tokenizer", &t);
         json_object_object_get_ex(m, "sources", &srcs);
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->key);
@@ -511,6 +587,9 @@ static bora_status check_meta(bora_cache *c, int rebuild)
             else {
                 size_t n = srcs ? json_object_array_length(srcs) : 0;
                 snprintf(why, sizeof why, "other sources (%zu files; these are %zu)", n, c->n);
+                int times_only = n == c->n && tk &&
+                                 !strcmp(json_object_get_string(tk), c->text_key) &&
+                                 !td == !c->txt_whole;
                 for (size_t i = 0; i < n && i < c->n; i++) {
                     json_object *p = NULL, *sz = NULL, *mt = NULL,
                                 *s = json_object_array_get_idx(srcs, i);
@@ -520,6 +599,12 @@ static bora_status check_meta(bora_cache *c, int rebuild)
                     if (!p || strcmp(json_object_get_string(p), c->shards[i].path) || !sz ||
                         json_object_get_int64(sz) != (int64_t)c->shards[i].size || !mt ||
                         json_object_get_int64(mt) != c->shards[i].mtime_ns) {
+                        if (p && !strcmp(json_object_get_string(p), c->shards[i].path) && sz &&
+                            json_object_get_int64(sz) == (int64_t)c->shards[i].size) {
+                            c->shards[i].recheck = 1; /* its time alone: checked when reused */
+                            continue;
+                        }
+                        times_only = 0;
                         if (!p || strcmp(json_object_get_string(p), c->shards[i].path))
                             snprintf(why, sizeof why, "other sources (file %zu was %s, now %s)",
                                      i + 1, p ? json_object_get_string(p) : "?", c->shards[i].path);
@@ -536,6 +621,12 @@ static bora_status check_meta(bora_cache *c, int rebuild)
                         break;
                     }
                 }
+                if (times_only)
+                    snprintf(why, sizeof why, "other sources (their modification times)");
+                if (times_only && !rebuild) {
+                    c->meta_pending = 1;
+                    same = 1;
+                }
             }
         }
         json_object_put(m);
@@ -549,11 +640,84 @@ static bora_status check_meta(bora_cache *c, int rebuild)
         bora_log(BORA_LOG_INFO, "data: rebuilding the cache in %s%s%s", c->dir,
                  *why ? ", built for " : "", why);
         clean_dir(c->dir, 1);
+        for (size_t i = 0; i < c->n; i++)
+            c->shards[i].recheck = 0;
+    } else {
+        /* Nothing says what the shards were made of: each is checked against its source, and
+         * meta.json written once they are. */
+        for (size_t i = 0; i < c->n; i++)
+            c->shards[i].recheck = 2;
+        c->meta_pending = 1;
+        return BORA_OK;
     }
     json_object *o = identity_json(c);
     bora_status st = write_json_atomic(c->dir, "meta.json", o);
     json_object_put(o);
     return st;
+}
+
+/* Take finished shard i if it holds this tokenizer's ids of its source's content (*taken says
+ * whether it was). A shard of another tokenizer or format is deleted to be made again, as a
+ * cache entry is; one whose source has a new modification time, or in a directory without
+ * meta.json, is checked by reading the source again and comparing its content's digest. */
+static bora_status reuse_shard(bora_cache *c, size_t i, int *taken)
+{
+    char path[4200], stale[256];
+    shard_name(c, i, path, sizeof path);
+    *taken = 0;
+    if (access(path, F_OK) != 0)
+        return BORA_OK;
+    shard *sh = &c->shards[i];
+    bora_status st = load_shard(c, i, sh, stale, sizeof stale);
+    if (st == STALE) {
+        bora_log(BORA_LOG_INFO, "data: cache shard %s (of %s) %s; tokenizing it again", path,
+                 sh->path, stale);
+        unlink(path);
+        return BORA_OK;
+    }
+    if (st != BORA_OK)
+        return st;
+    if (sh->recheck) {
+        char *data = NULL;
+        size_t len = 0;
+        uint64_t digest = 0;
+        st = bora_source_read(sh->path, &data, &len);
+        if (st == BORA_OK)
+            digest = bora_fnv1a(BORA_FNV_SEED, data, len);
+        free(data);
+        if (st == BORA_OK && digest != sh->source_digest && c->rebuild) {
+            bora_log(BORA_LOG_INFO,
+                     "data: %s has changed since its shard %s was made; "
+                     "tokenizing it again",
+                     sh->path, path);
+            munmap(sh->map, sh->map_len);
+            sh->map = NULL;
+            sh->done = 0;
+            unlink(path);
+            return BORA_OK;
+        }
+        if (st == BORA_OK && digest != sh->source_digest)
+            st = bora_error_set(BORA_ERR_INVALID,
+                                "data.cache_dir %s was built for other sources (file %zu, %s, "
+                                "has changed since: its content differs); set "
+                                "data.cache_rebuild: true to rebuild it, or choose another "
+                                "directory",
+                                c->dir, i + 1, sh->path);
+        if (st != BORA_OK) {
+            munmap(sh->map, sh->map_len);
+            sh->map = NULL;
+            sh->done = 0;
+            return st;
+        }
+        bora_log(BORA_LOG_INFO,
+                 "data: %s %s; read again, its content is the same, so its "
+                 "tokens are kept",
+                 sh->path,
+                 sh->recheck == 1 ? "has a new modification time"
+                                  : "has a shard but no meta.json says of what");
+    }
+    *taken = 1;
+    return BORA_OK;
 }
 
 bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
@@ -573,6 +737,9 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
     c->eos = bora_eos_id(o->tok);
     c->width = bora_tokenizer_vocab_size(o->tok) <= 65536 ? 2 : 4;
     c->tok_hash = bora_tokenizer_hash(o->tok);
+    c->vocab = bora_tokenizer_vocab_size(o->tok);
+    c->rebuild = o->rebuild;
+    c->digest = bora_fnv1a(BORA_FNV_SEED, "bora-tokens-1", 13);
     bora_status st = BORA_OK;
     if (c->eos < 0)
         st = bora_error_set(BORA_ERR_INVALID,
@@ -660,17 +827,19 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
         clean_dir(c->dir, 0);
     /* Finished shards are reused. */
     for (size_t i = 0; i < c->n && st == BORA_OK; i++) {
-        char path[4200];
-        shard_name(c, i, path, sizeof path);
-        if (access(path, F_OK) != 0)
+        int taken = 0;
+        if ((st = reuse_shard(c, i, &taken)) != BORA_OK || !taken)
             continue;
-        if ((st = load_shard(c, i, &c->shards[i])) != BORA_OK)
-            break;
         c->reused++;
         c->done_count++;
         c->bytes_done += c->shards[i].size;
         c->docs_done += c->shards[i].n_docs;
         c->tokens_done += c->shards[i].n_tokens;
+    }
+    if (st == BORA_OK && c->meta_pending) {
+        json_object *id = identity_json(c);
+        st = write_json_atomic(c->dir, "meta.json", id);
+        json_object_put(id);
     }
     if (st == BORA_OK) {
         pthread_mutex_lock(&c->mu);
@@ -808,6 +977,48 @@ uint64_t bora_cache_key(const bora_cache *c)
 int32_t bora_cache_eos(const bora_cache *c)
 {
     return c->eos;
+}
+
+bora_status bora_cache_digest(bora_cache *c, uint64_t *digest)
+{
+    /* The tokens are a function of these: the tokenizer, how records are read, and each
+     * source's content, whose digest a finished shard holds (checked against its source's size
+     * and time when it was taken). A source still being tokenized is read here rather than
+     * waited for, so training starts before the cache is complete. */
+    uint64_t h = bora_fnv1a(BORA_FNV_SEED, "bora-data-1", 11);
+    h = bora_fnv1a(h, &c->tok_hash, sizeof c->tok_hash);
+    h = bora_fnv1a(h, &c->vocab, sizeof c->vocab);
+    h = bora_fnv1a(h, c->text_key, strlen(c->text_key) + 1);
+    h = bora_fnv1a(h, &c->txt_whole, sizeof c->txt_whole);
+    size_t unread = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n; i++)
+        unread += !c->shards[i].done;
+    pthread_mutex_unlock(&c->mu);
+    if (unread)
+        bora_log(BORA_LOG_INFO,
+                 "data: reading %zu file%s not yet tokenized for the digest of the data's "
+                 "content (the checkpoints record it)",
+                 unread, unread == 1 ? "" : "s");
+    *digest = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        pthread_mutex_lock(&c->mu);
+        int done = c->shards[i].done;
+        uint64_t d = c->shards[i].source_digest;
+        pthread_mutex_unlock(&c->mu);
+        if (!done) {
+            char *data = NULL;
+            size_t len = 0;
+            bora_status st = bora_source_read(c->shards[i].path, &data, &len);
+            if (st != BORA_OK)
+                return st;
+            d = bora_fnv1a(BORA_FNV_SEED, data, len);
+            free(data);
+        }
+        h = bora_fnv1a(h, &d, sizeof d);
+    }
+    *digest = h;
+    return BORA_OK;
 }
 
 size_t bora_cache_reused(const bora_cache *c)

@@ -4,12 +4,20 @@
  * A shard (shard-NNNNN.bin) holds the file's documents as one flat token array (u16 when the
  * vocabulary fits, else u32; each document closed by the end-of-text id) plus the document
  * offsets and the file's record counts, and a checksum; it is written to a temporary name,
- * synced and renamed, so a shard that exists is complete. ledger.json is written last, when
+ * synced and renamed, so a shard that exists is complete. Its header also says what it is of:
+ * the tokenizer's identity (its hash and vocabulary size), the source's content digest and the
+ * tokens' digest. A shard of another tokenizer, or written by an
+ * older bora without that identity, is tokenized again (a log line says why), so a cache never
+ * gives another tokenizer's ids, even with meta.json gone; ids outside the vocabulary are
+ * refused when a shard is loaded. ledger.json is written last, when
  * every shard is: shard, document and token counts, the tokenizer's hash and the sources. The
  * directory is data.cache_dir, by default ${XDG_CACHE_HOME:-~/.cache}/bora/tokens/<key>, where
  * the key hashes the tokenizer, the text field and every source's path, size and modification
  * time; meta.json records them, and a directory made for another tokenizer or other sources is
- * refused (or emptied and rebuilt when asked).
+ * refused (or emptied and rebuilt when asked). A source whose time alone differs from meta.json's
+ * is read again and its content digest compared with its shard's: the same content (a `touch`)
+ * keeps the shard and meta.json takes the new time; other content is refused as other sources.
+ * Without meta.json, every shard is checked so against its source before meta.json is written.
  *
  * Worker threads at idle priority build the missing shards while the cache is already in use:
  * readers see the longest prefix of finished shards in source order, so what they read never
@@ -68,6 +76,10 @@ const char *bora_cache_dir(const bora_cache *c);
 /* The key: the tokenizer, the text field and the sources (path, size, modification time). */
 uint64_t bora_cache_key(const bora_cache *c);
 int32_t bora_cache_eos(const bora_cache *c);
+/* The digest of what the tokens are made of: the tokenizer's identity, the text field, how a
+ * .txt file is read and each source's content in order (held by its shard; a source not yet
+ * tokenized is read for it). Not the directory nor the sources' times. */
+bora_status bora_cache_digest(bora_cache *c, uint64_t *digest);
 /* Shards found finished when the cache was opened (reused, not tokenized again). */
 size_t bora_cache_reused(const bora_cache *c);
 

@@ -122,9 +122,7 @@ bora_status bora_loader_open(const bora_loader_opts *o, bora_loader **out)
     l->shuffle = o->shuffle < 0 ? 0 : o->shuffle;
     l->seed = o->seed;
     l->eos = bora_cache_eos(l->cache);
-    uint64_t key = bora_cache_key(l->cache);
-    l->hash =
-        bora_fnv1a(bora_fnv1a(BORA_FNV_SEED, &key, sizeof key), &o->seq_len, sizeof o->seq_len);
+    l->hash = bora_fnv1a(BORA_FNV_SEED, &o->seq_len, sizeof o->seq_len);
     /* The first window, at least; all of them for a full permutation. */
     int64_t ready = 0;
     int done = 0;
@@ -488,7 +486,14 @@ const char *bora_loader_cache_dir(const bora_loader *l)
 
 uint64_t bora_loader_hash(const bora_loader *l)
 {
-    return l->hash;
+    uint64_t h = l->hash, digest = 0;
+    if (l->cache && bora_cache_digest(l->cache, &digest) != BORA_OK)
+        return 0;
+    for (size_t d = 0; d < l->n_parts; d++) {
+        uint64_t ph = bora_loader_hash(l->parts[d]);
+        h = bora_fnv1a(h, &ph, sizeof ph);
+    }
+    return bora_fnv1a(h, &digest, sizeof digest);
 }
 
 int32_t bora_loader_eos(const bora_loader *l)
@@ -582,10 +587,7 @@ bora_status bora_loader_open_mixture(const bora_loader_opts *parts, const char *
     for (size_t d = 0; d < n && st == BORA_OK; d++) {
         bora_loader_opts o = parts[d];
         o.prefetch = 0;
-        if ((st = bora_loader_open(&o, &l->parts[d])) == BORA_OK) {
-            uint64_t ph = l->parts[d]->hash;
-            h = bora_fnv1a(h, &ph, sizeof ph);
-        }
+        st = bora_loader_open(&o, &l->parts[d]);
     }
     for (size_t s = 0; s < S_n && st == BORA_OK; s++) {
         /* exact rows per block: floor of each share, the rest to the largest remainders (the

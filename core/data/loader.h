@@ -89,7 +89,9 @@ bora_status bora_loader_rows(bora_loader *l, int64_t k, int64_t batch_size, int6
 int64_t bora_loader_windows(bora_loader *l);
 int64_t bora_loader_tokens(bora_loader *l);
 const char *bora_loader_cache_dir(const bora_loader *l);
-/* The cache key (tokenizer, text field, sources) with seq_len: known before the cache is. */
+/* What the batches are made of: the digest of the data's content (bora_cache_digest) with
+ * seq_len, the mixture's blocks or the held-out windows; 0 when a source cannot be read. Not
+ * where the cache lives nor the sources' times. */
 uint64_t bora_loader_hash(const bora_loader *l);
 /* The keyed permutation of [0, n) the shuffled loader uses: a bijection for any n >= 1. */
 uint64_t bora_permute(uint64_t seed, uint64_t n, uint64_t i);

@@ -117,8 +117,8 @@ bora_status tr_make_record(trainer *t)
     tr_json_kv(f, "model_plugin", buf, 1);
     plugin_line(buf, sizeof buf, t->opt_entry);
     tr_json_kv(f, "optimizer_plugin", buf, 1);
-    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the token cache in %s)",
-             bora_loader_hash(t->loader), bora_loader_cache_dir(t->loader));
+    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the data's content)",
+             bora_loader_hash(t->loader));
     tr_json_kv(f, "data", buf, 0);
     fputs("}", f);
     if (fclose(f) != 0 || !text)
@@ -161,13 +161,17 @@ static char *trainer_json(const trainer *t, int64_t step)
     return text;
 }
 
-/* Configuration keys that change nothing a step computes: who logs and where checkpoints go. */
+/* Configuration keys that change nothing a step computes: who logs, where checkpoints go, and
+ * how the token cache is kept (where, by how many threads, whether rebuilt: the data record
+ * holds the digest of its content). */
 static int ignorable(const char *path)
 {
     if (!strncmp(path, "config.", 7))
         path += 7;
-    static const char *const keys[] = {"trainer.tracker", "trainer.checkpointer", "trainer.id",
-                                       "trainer.load_checkpoint", NULL};
+    static const char *const keys[] = {
+        "trainer.tracker",         "trainer.checkpointer", "trainer.id",
+        "trainer.load_checkpoint", "trainer.crash_on_nan", "data.cache_dir",
+        "data.cache_workers",      "data.cache_rebuild",   NULL};
     for (const char *const *k = keys; *k; k++) {
         size_t n = strlen(*k);
         if (!strncmp(path, *k, n) && (path[n] == 0 || path[n] == '.'))
