@@ -131,11 +131,16 @@ typedef struct bora_component {
     const bora_key *keys; /* declared configuration keys, NULL-name terminated (optional) */
 } bora_component;
 
-/* Fill a component header: BORA_COMPONENT(bora_model_ops, BORA_KIND_MODEL, "gpt2", "...") */
-#define BORA_COMPONENT(ops_type, kind_, name_, summary_)                             \
+/* Fill a component header: BORA_COMPONENT(bora_model_ops, BORA_KIND_MODEL, "gpt2", "...") for
+ * a component without configuration keys, BORA_COMPONENT_KEYS(..., keys) for one with them (a
+ * bora_key array). Each sets every member once, so `.hdr = BORA_COMPONENT_KEYS(...)` compiles
+ * cleanly under -Woverride-init, where `.hdr = BORA_COMPONENT(...), .hdr.keys = k` would not. */
+#define BORA_COMPONENT(ops_type, kind_, name_, summary_) \
+    BORA_COMPONENT_KEYS(ops_type, kind_, name_, summary_, NULL)
+#define BORA_COMPONENT_KEYS(ops_type, kind_, name_, summary_, keys_)                 \
     {                                                                                \
         .struct_size = (uint32_t)sizeof(ops_type), .kind = (kind_), .name = (name_), \
-        .summary = (summary_), .keys = NULL                                          \
+        .summary = (summary_), .keys = (keys_)                                       \
     }
 
 /* The descriptor bora_plugin_entry() returns. */
