@@ -13,6 +13,7 @@
  *                                     const char *run_id, bora_tracker **out)
  *     {
  *         (void)cfg;
+ *         (void)run_id;
  *         *out = h->alloc(h, 1, 16);          // a real tracker keeps its state here
  *         return *out ? BORA_OK : h->fail(h, BORA_ERR_NOMEM, "out of memory");
  *     }
@@ -37,7 +38,7 @@
  *     }
  *     BORA_PLUGIN_DEFINE("hello", "1.0.0", hello_init, NULL)
  *
- * Rules the host enforces (see DESIGN §3):
+ * Rules the host enforces (docs/design.md §2):
  *   - abi_major must equal the host's; abi_minor must be <= the host's.
  *   - every ops table starts with a bora_component header whose struct_size is the size of the
  *     whole table as the plugin was compiled; the host copies that many bytes into a zeroed
