@@ -4,7 +4,7 @@
  * configuration subtree; build() is called once per mode and declares parameters (with their
  * Hugging Face names and init rules) and inputs, and returns the loss (train) or the logits
  * (eval, prefill, decode). The host differentiates, plans memory and runs it
- * (docs/design.md §4).
+ * (docs/design.md §3).
  *
  * The inputs the host fills, by name. A graph is checked when it is built: one that reads an
  * input not listed for its mode (a misspelt name would otherwise read zeros for the whole
