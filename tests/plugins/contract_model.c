@@ -4,9 +4,11 @@
  * might. Kept in a plugin directory of its own, away from the other fixtures. */
 #include <bora/model.h>
 
+#include <string.h>
+
 typedef struct contract {
     int64_t width, classes, seq_len;
-    const char *ids_input;
+    const char *ids_input, *segment_dtype;
     int targets, segments;
 } contract;
 
@@ -26,6 +28,8 @@ static bora_status contract_create(const bora_host *h, const bora_config *cfg, b
         st = h->config_bool(h, cfg, "targets", 1, &f.targets);
     if (st == BORA_OK)
         st = h->config_bool(h, cfg, "segment_ids", 1, &f.segments);
+    if (st == BORA_OK)
+        st = h->config_string(h, cfg, "segment_dtype", "i32", &f.segment_dtype);
     if (st != BORA_OK)
         return st;
     if (f.width < 1)
@@ -51,7 +55,8 @@ static bora_status contract_build(bora_model *m, bora_graph *g, int32_t mode, bo
     bora_axis w_axes[2] = {{"feature", f->width}, {"class", f->classes}};
     bora_tensor *ids = bora_input(g, f->ids_input, BORA_DTYPE_I32, 2, io);
     if (f->segments) /* read, as attention would; a lookup needs nothing of it */
-        bora_input(g, "segment_ids", BORA_DTYPE_I32, 2, io);
+        bora_input(g, "segment_ids",
+                   strcmp(f->segment_dtype, "f32") ? BORA_DTYPE_I32 : BORA_DTYPE_F32, 2, io);
     bora_tensor *w =
         bora_param(g, "classifier.weight", BORA_DTYPE_F32, 2, w_axes, bora_init_normal(0.5), 0);
     bora_tensor *b = bora_param(g, "classifier.bias", BORA_DTYPE_F32, 1, w_axes + 1,
@@ -78,6 +83,8 @@ static const bora_key contract_keys[] = {
     {"ids_input", BORA_KEY_STRING, 0, "input_ids", "the name of the token input it reads"},
     {"targets", BORA_KEY_BOOL, 0, "true", "read the targets input in the train graph"},
     {"segment_ids", BORA_KEY_BOOL, 0, "true", "read the segment_ids input"},
+    {"segment_dtype", BORA_KEY_STRING, 0, "i32",
+     "the dtype it declares segment_ids with (f32: wrong)"},
     {NULL, 0, 0, NULL, NULL},
 };
 

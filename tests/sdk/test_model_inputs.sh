@@ -1,9 +1,10 @@
 #!/bin/sh
 # The model contract as a plugin author meets it through `bora graph` and `bora train`: a graph
 # reading an input bora does not fill (a misspelt name) is refused when the graph is built,
-# naming it and the inputs that exist; so is a train graph without targets; segment_ids is
-# optional (a model that does not read it trains); and `bora graph` gives the model the
-# tokenizer's vocabulary as `bora train` does, so both count the same parameters.
+# naming it and the inputs that exist; so is a train graph without targets, and an input
+# declared with a dtype other than the one bora writes; segment_ids is optional (a model that
+# does not read it trains); and `bora graph` gives the model the tokenizer's vocabulary as
+# `bora train` does, so both count the same parameters.
 # usage: test_model_inputs.sh BORA PLUGIN_DIR FIXTURE_DIR TOKENIZER WORK_DIR
 set -u
 bora=$1 plugins=$2 fixtures=$3 tok=$4 work=$5
@@ -49,6 +50,10 @@ needs"
 expect 1 "$forgot" graph lm.yaml --model.targets=false
 expect 1 "$forgot" train lm.yaml --model.targets=false
 case $out in *"step 1"*) fail "the forgotten input reached step 1: $out" ;; esac
+
+# An input bora fills, declared with another dtype than bora writes.
+expect 1 "model contract: the train graph's input 'segment_ids' is not (batch, position) i32" \
+    train lm.yaml --model.segment_dtype=f32
 
 # segment_ids is optional: bora fills it only where the graph reads it.
 expect 0 "trained 2 steps" train lm.yaml --model.segment_ids=false
