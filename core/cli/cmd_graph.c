@@ -159,7 +159,7 @@ int bora_cmd_graph(const bora_cli *cli)
     if (vocab_source == BORA_VOCAB_TOKENIZER)
         printf("vocabulary: %lld tokens, data.tokenizer's (as bora train gives it)\n",
                (long long)vocab);
-    else if (vocab_source == BORA_VOCAB_GIVEN)
+    else if (vocab_source == BORA_VOCAB_GIVEN && vocab > 0)
         printf("vocabulary: %lld tokens, model.vocab_size\n", (long long)vocab);
     else if (vocab_source == BORA_VOCAB_DEFAULT)
         printf("vocabulary: %lld tokens, the model's default (no data.tokenizer)\n",

@@ -50,12 +50,15 @@ bora_status bora_model_vocab(bora_cfg *cfg, const bora_registry *reg, bora_token
             key = k;
     bora_config *given = bora_cfg_child(mnode, "vocab_size");
     int has_given = given && given->kind != BORA_NODE_NULL;
+    /* The size given, read without a diagnostic: the configuration check reports a bad one. */
+    int readable = has_given && given->kind == BORA_NODE_SCALAR && given->text &&
+                   bora_parse_int(given->text, vocab_size) == 0;
+    if (!readable)
+        *vocab_size = 0;
     if (key) { /* what the model reads when nothing else sets it */
         *source = has_given ? BORA_VOCAB_GIVEN : BORA_VOCAB_DEFAULT;
-        if (has_given)
-            bora_cfg_int(mnode, "vocab_size", 0, vocab_size);
-        else if (key->default_value)
-            *vocab_size = strtoll(key->default_value, NULL, 10);
+        if (!has_given && key->default_value)
+            bora_parse_int(key->default_value, vocab_size);
     }
     if (!data || data->kind != BORA_NODE_MAP ||
         bora_cfg_string(data, "tokenizer", "", &tok_path) != BORA_OK || !tok_path || !*tok_path)
@@ -72,7 +75,7 @@ bora_status bora_model_vocab(bora_cfg *cfg, const bora_registry *reg, bora_token
         *vocab_size = (int64_t)vocab;
         return bora_cfg_override(cfg, "model.vocab_size", v);
     }
-    if (*vocab_size < (int64_t)vocab)
+    if (readable && *vocab_size < (int64_t)vocab)
         bora_cfg_error(cfg, given,
                        "model.vocab_size: %lld is smaller than the tokenizer's vocabulary (%zu)",
                        (long long)*vocab_size, vocab);
