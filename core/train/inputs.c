@@ -77,7 +77,7 @@ static bora_status check_shape(const g_graph *g, int mode, const char *pre, cons
         if (v->dtype != BORA_DTYPE_I32 || v->ndim != 2)
             return bora_error_set(BORA_ERR_INVALID,
                                   "%sthe %s graph's input '%s' is not (batch, position) "
-                                  "i32, which bora fills it as (see sdk/bora/model.h)",
+                                  "i32, as bora fills it (see sdk/bora/model.h)",
                                   pre, m, r->name);
         if (v->dims[0] != g->batch)
             return bora_error_set(BORA_ERR_INVALID,
@@ -98,8 +98,8 @@ static bora_status check_shape(const g_graph *g, int mode, const char *pre, cons
     case SCALAR_F32:
         if (v->dtype != BORA_DTYPE_F32 || v->ndim != 0)
             return bora_error_set(BORA_ERR_INVALID,
-                                  "%sthe %s graph's input '%s' is not an f32 scalar, "
-                                  "which bora fills it as",
+                                  "%sthe %s graph's input '%s' is not an f32 scalar, as "
+                                  "bora fills it",
                                   pre, m, r->name);
         return BORA_OK;
     default:
