@@ -15,6 +15,7 @@
 #include "../data/loader.h"
 #include "../data/tokenizer.h"
 #include "../graph/graph.h"
+#include "../train/inputs.h"
 #include "../util/log.h"
 #include "../util/str.h"
 #include "cli.h"
@@ -208,6 +209,8 @@ static bora_status build_graph(g_store *store, const bora_model_ops *mops, bora_
     bora_status st = mops->build(model, &o->g->pub, mode, &t);
     if (st != BORA_OK)
         return st;
+    if (bora_inputs_check(o->g, mode, NULL) != BORA_OK)
+        return BORA_ERR_INVALID;
     o->g->output = t;
     return g_finalize(o->g) == BORA_OK ? BORA_OK : bora_error_set(o->g->status, "%s", o->g->error);
 }
@@ -391,9 +394,9 @@ int bora_cmd_generate(const bora_cli *cli)
             /* one position: the last token at the next free place of the cache */
             int32_t tok_id = ids.ids[ids.n - 1], p = (int32_t)filled, len = p + 1;
             st = g_set_input(decode.g, "input_ids", &tok_id, sizeof tok_id);
-            if (st == BORA_OK)
+            if (st == BORA_OK && bora_inputs_reads(decode.g, "position"))
                 st = g_set_input(decode.g, "position", &p, sizeof p);
-            if (st == BORA_OK)
+            if (st == BORA_OK && bora_inputs_reads(decode.g, "key_length"))
                 st = g_set_input(decode.g, "key_length", &len, sizeof len);
             if (st == BORA_OK)
                 st = run_row(&decode, 0, row);
@@ -406,7 +409,7 @@ int bora_cmd_generate(const bora_cli *cli)
             memset(window, 0, sizeof(int32_t) * (size_t)T);
             memcpy(window, ids.ids + first, n * sizeof *window);
             st = g_set_input(full->g, "input_ids", window, sizeof(int32_t) * (size_t)T);
-            if (st == BORA_OK && !cached)
+            if (st == BORA_OK && bora_inputs_reads(full->g, "segment_ids")) /* one document */
                 st = g_set_input(full->g, "segment_ids", segs, sizeof(int32_t) * (size_t)T);
             if (st == BORA_OK)
                 st = run_row(full, (int64_t)n - 1, row);

@@ -1,8 +1,11 @@
 /* core/cli/cmd_graph.c — `bora graph CONFIG.yaml`: build a configuration's graphs (the model's
- * train graph, differentiated, and its eval graph) on its backend, and report what they take:
+ * train graph, differentiated, and its eval graph) on its backend, as bora train builds them
+ * (the tokenizer's vocabulary, the inputs the host fills checked), and report what they take:
  * parameters, nodes, kernels, and the arena against the naive sum of every intermediate. */
 #include "../config/schema.h"
+#include "../data/tokenizer.h"
 #include "../graph/graph.h"
+#include "../train/inputs.h"
 #include "../train/trainer.h"
 #include "../util/log.h"
 #include "cli.h"
@@ -47,11 +50,20 @@ int bora_cmd_graph(const bora_cli *cli)
     const bora_model_ops *mops = NULL;
     g_store *store = NULL;
     g_graph *train = NULL, *eval = NULL;
+    bora_tokenizer *tok = NULL;
     if (!reg || !cfg)
         goto out;
+    /* The model gets the tokenizer's vocabulary size as bora train gives it. */
+    int vocab_source = BORA_VOCAB_NONE;
+    int64_t vocab = 0;
     static const char *const options[] = {BORA_CLI_GLOBAL_OPTIONS, NULL};
-    if (bora_cfg_parse_args(cfg, cli->argc, cli->argv, options) == BORA_OK)
+    if (bora_cfg_parse_args(cfg, cli->argc, cli->argv, options) == BORA_OK) {
+        if (bora_model_vocab(cfg, reg, &tok, &vocab_source, &vocab) != BORA_OK) {
+            bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+            goto out;
+        }
         bora_config_check(cfg, reg, 0);
+    }
     bora_config *root = bora_cfg_root(cfg);
     bora_config *mnode = bora_cfg_child(root, "model");
     if (!mnode && !bora_cfg_error_count(cfg))
@@ -121,6 +133,11 @@ int bora_cmd_graph(const bora_cli *cli)
         bora_log(BORA_LOG_ERROR, "model %s: %s", me->ops->name, bora_error_get());
         goto out;
     }
+    if (bora_inputs_check(train, BORA_MODE_TRAIN, me->ops->name) != BORA_OK ||
+        bora_inputs_check(eval, BORA_MODE_EVAL, me->ops->name) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
     train->output = loss;
     eval->output = logits;
     if (g_autodiff(train, loss) || g_finalize(train) || g_finalize(eval)) {
@@ -140,6 +157,14 @@ int bora_cmd_graph(const bora_cli *cli)
     human(shared, sizeof shared, store->arena_bytes);
     printf("model %s (%s %s) on backend %s\n", me->ops->name, me->file->name, me->file->version,
            be_entry->ops->name);
+    if (vocab_source == BORA_VOCAB_TOKENIZER)
+        printf("vocabulary: %lld tokens, data.tokenizer's (as bora train gives it)\n",
+               (long long)vocab);
+    else if (vocab_source == BORA_VOCAB_GIVEN && vocab > 0)
+        printf("vocabulary: %lld tokens, model.vocab_size\n", (long long)vocab);
+    else if (vocab_source == BORA_VOCAB_DEFAULT)
+        printf("vocabulary: %lld tokens, the model's default (no data.tokenizer)\n",
+               (long long)vocab);
     printf("graphs built for a micro-batch of %lld sequences (train_batch_size %lld%s)\n",
            (long long)micro, (long long)batch,
            micro < batch ? ", the gradients added over micro-batches" : "");
@@ -167,6 +192,7 @@ out:
         mops->destroy(model);
     if (be)
         bops->destroy(be);
+    bora_tokenizer_free(tok);
     bora_cfg_free(cfg);
     bora_registry_free(reg);
     return rc;

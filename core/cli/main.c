@@ -109,8 +109,10 @@ static const command commands[] = {
      "bora graph CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...]\n"
      "\n"
      "Builds the model's train graph (differentiated) and eval graph on the configured backend,\n"
-     "initialises the parameters, and prints the parameter count, the nodes and kernels of\n"
-     "each graph, and its arena against the naive sum of every intermediate.\n"},
+     "as bora train builds them (the tokenizer's vocabulary unless model.vocab_size is given;\n"
+     "a graph reading an input bora does not fill is refused), initialises the parameters, and\n"
+     "prints the vocabulary, the parameter count, the nodes and kernels of each graph, and its\n"
+     "arena against the naive sum of every intermediate.\n"},
     {"plugins", bora_cmd_plugins, "list the components of every plugin found",
      "bora plugins [--json] [KIND NAME]\n"
      "\n"

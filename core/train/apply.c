@@ -1,4 +1,4 @@
-/* core/train/apply.c — the apply graph (DESIGN §4, §6): the global gradient norm from f64
+/* core/train/apply.c — the apply graph (docs/design.md §5): the global gradient norm from f64
  * partials summed in parameter order, the clipping factor kept on the device
  * (max / max(norm, max), written with relu), the optimizer's update per parameter, and the
  * gradients zeroed for the next step. */

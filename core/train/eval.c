@@ -1,6 +1,8 @@
 /* core/train/eval.c — the validation loss (see eval.h). */
 #include "eval.h"
 
+#include "inputs.h"
+
 #include "../util/log.h"
 #include "../util/str.h"
 
@@ -34,6 +36,11 @@ bora_status bora_eval_new(g_store *store, const bora_model_ops *mops, bora_model
         return st;
     }
     e->g->output = loss_sum;
+    if (bora_inputs_check(e->g, BORA_MODE_TRAIN, NULL) != BORA_OK) {
+        bora_status st = bora_error_set(BORA_ERR_INVALID, "eval graph: %s", bora_error_get());
+        bora_eval_free(e);
+        return st;
+    }
     if (g_finalize(e->g) != BORA_OK) {
         bora_status st = bora_error_set(BORA_ERR_INVALID, "eval graph: %s", e->g->error);
         bora_eval_free(e);
@@ -102,7 +109,8 @@ bora_status bora_eval_run(bora_eval *e, bora_loader *val, const bora_tokenizer *
         float part = 0;
         if ((st = g_set_input(e->g, "input_ids", e->ids, bytes)) != BORA_OK ||
             (st = g_set_input(e->g, "targets", e->targets, bytes)) != BORA_OK ||
-            (st = g_set_input(e->g, "segment_ids", e->segs, bytes)) != BORA_OK ||
+            (bora_inputs_reads(e->g, "segment_ids") &&
+             (st = g_set_input(e->g, "segment_ids", e->segs, bytes)) != BORA_OK) ||
             (st = g_run(e->g)) != BORA_OK ||
             (st = g_read(e->g, e->g->output, &part, sizeof part)) != BORA_OK)
             return bora_error_set(st, "eval: %s", e->g->status ? e->g->error : bora_error_get());

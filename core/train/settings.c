@@ -30,36 +30,55 @@
 
 /* ---- settings ------------------------------------------------------------------------------ */
 
-/* Give the model the tokenizer's vocabulary size unless the configuration sets one. */
-static bora_status vocab_from_tokenizer(trainer *t, bora_config *root)
+bora_status bora_model_vocab(bora_cfg *cfg, const bora_registry *reg, bora_tokenizer **tok,
+                             int *source, int64_t *vocab_size)
 {
+    bora_config *root = bora_cfg_root(cfg);
     bora_config *mnode = bora_cfg_child(root, "model"), *data = bora_cfg_child(root, "data");
     const char *type = NULL, *tok_path = NULL;
-    if (!mnode || mnode->kind != BORA_NODE_MAP || !data || data->kind != BORA_NODE_MAP)
+    *tok = NULL;
+    *source = BORA_VOCAB_NONE;
+    *vocab_size = 0;
+    if (!mnode || mnode->kind != BORA_NODE_MAP)
         return BORA_OK; /* the check reports it */
-    if (bora_cfg_string(mnode, "type", NULL, &type) != BORA_OK || !type ||
+    if (bora_cfg_string(mnode, "type", NULL, &type) != BORA_OK || !type)
+        return BORA_OK;
+    const bora_entry *e = bora_registry_find(reg, BORA_KIND_MODEL, type);
+    const bora_key *key = NULL;
+    for (const bora_key *k = e ? e->ops->keys : NULL; k && k->name; k++)
+        if (!strcmp(k->name, "vocab_size"))
+            key = k;
+    bora_config *given = bora_cfg_child(mnode, "vocab_size");
+    int has_given = given && given->kind != BORA_NODE_NULL;
+    /* The size given, read without a diagnostic: the configuration check reports a bad one. */
+    int readable = has_given && given->kind == BORA_NODE_SCALAR && given->text &&
+                   bora_parse_int(given->text, vocab_size) == 0;
+    if (!readable)
+        *vocab_size = 0;
+    if (key) { /* what the model reads when nothing else sets it */
+        *source = has_given ? BORA_VOCAB_GIVEN : BORA_VOCAB_DEFAULT;
+        if (!has_given && key->default_value)
+            bora_parse_int(key->default_value, vocab_size);
+    }
+    if (!data || data->kind != BORA_NODE_MAP ||
         bora_cfg_string(data, "tokenizer", "", &tok_path) != BORA_OK || !tok_path || !*tok_path)
         return BORA_OK;
-    if (bora_tokenizer_load(tok_path, &t->tok) != BORA_OK)
+    if (bora_tokenizer_load(tok_path, tok) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "data.tokenizer: %s", bora_error_get());
-    const bora_entry *e = bora_registry_find(t->reg, BORA_KIND_MODEL, type);
-    int declares = 0;
-    for (const bora_key *k = e ? e->ops->keys : NULL; k && k->name; k++)
-        declares |= !strcmp(k->name, "vocab_size");
-    size_t vocab = bora_tokenizer_vocab_size(t->tok);
-    if (!declares)
+    size_t vocab = bora_tokenizer_vocab_size(*tok);
+    if (!key)
         return BORA_OK;
-    bora_config *given = bora_cfg_child(mnode, "vocab_size");
-    if (!given || given->kind == BORA_NODE_NULL) {
+    if (!has_given) {
         char v[32];
         snprintf(v, sizeof v, "%zu", vocab);
-        return bora_cfg_override(t->cfg, "model.vocab_size", v);
+        *source = BORA_VOCAB_TOKENIZER;
+        *vocab_size = (int64_t)vocab;
+        return bora_cfg_override(cfg, "model.vocab_size", v);
     }
-    int64_t n;
-    if (bora_cfg_int(mnode, "vocab_size", 0, &n) == BORA_OK && n < (int64_t)vocab)
-        bora_cfg_error(t->cfg, given,
+    if (readable && *vocab_size < (int64_t)vocab)
+        bora_cfg_error(cfg, given,
                        "model.vocab_size: %lld is smaller than the tokenizer's vocabulary (%zu)",
-                       (long long)n, vocab);
+                       (long long)*vocab_size, vocab);
     return BORA_OK;
 }
 
@@ -250,7 +269,9 @@ static bora_status read_settings(trainer *t, bora_config *root)
 int tr_configure(trainer *t, bora_config *root)
 {
     bora_cfg *cfg = t->cfg;
-    if (vocab_from_tokenizer(t, root) != BORA_OK) {
+    int vocab_source;
+    int64_t vocab;
+    if (bora_model_vocab(cfg, t->reg, &t->tok, &vocab_source, &vocab) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         return 0;
     }

@@ -11,6 +11,7 @@
 #include "apply.h"
 #include "bora_version.h"
 #include "eval.h"
+#include "inputs.h"
 #include "peak.h"
 #include "schedule.h"
 #include "tracklog.h"
@@ -131,6 +132,8 @@ static bora_status build(trainer *t, bora_config *root)
     if (mops->build(t->model, &t->train->pub, BORA_MODE_TRAIN, &loss_sum) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
                               t->train->status ? t->train->error : bora_error_get());
+    if (bora_inputs_check(t->train, BORA_MODE_TRAIN, t->model_entry->ops->name) != BORA_OK)
+        return BORA_ERR_INVALID;
     /* The model returns the summed loss; one over the step's loss-token count makes every
      * micro-batch's gradient a share of the step's mean. */
     bora_graph *g = &t->train->pub;
@@ -309,7 +312,7 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
         st = g_set_input(t->train, "input_ids", t->ids + at, bytes);
         if (st == BORA_OK)
             st = g_set_input(t->train, "targets", t->targets + at, bytes);
-        if (st == BORA_OK)
+        if (st == BORA_OK && bora_inputs_reads(t->train, "segment_ids")) /* optional */
             st = g_set_input(t->train, "segment_ids", t->segs + at, bytes);
         if (st == BORA_OK)
             st = g_set_input(t->train, "loss_scale", &scale, sizeof scale);

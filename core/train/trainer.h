@@ -12,6 +12,7 @@
 #include "../plugin/registry.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct bora_train_opts {
     int force; /* resume even where the checkpoint's record differs from this run */
@@ -20,6 +21,25 @@ typedef struct bora_train_opts {
 /* Train as cfg (parsed, unchecked) says. Returns the process exit status: 0 when the run
  * finished, 1 on an error (printed), 130 when interrupted (after saving a checkpoint). */
 int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts);
+
+typedef struct bora_tokenizer bora_tokenizer;
+
+/* Where the model's vocabulary size comes from (bora_model_vocab). */
+enum bora_vocab_source {
+    BORA_VOCAB_NONE,      /* the model has no vocab_size key */
+    BORA_VOCAB_DEFAULT,   /* the key's default: no data.tokenizer */
+    BORA_VOCAB_TOKENIZER, /* data.tokenizer's vocabulary, model.vocab_size left out */
+    BORA_VOCAB_GIVEN      /* model.vocab_size, as the configuration sets it */
+};
+
+/* Give the model the tokenizer's vocabulary size unless the configuration sets one, as bora
+ * train and bora graph both do: loads data.tokenizer into *tok (NULL without one; the caller
+ * frees it), sets model.vocab_size in cfg to its size where the model declares that key and the
+ * configuration leaves it out, and reports a given size smaller than the tokenizer's as a
+ * configuration error. *source (a bora_vocab_source) and *vocab_size say what the model gets.
+ * Call before checking the configuration. */
+bora_status bora_model_vocab(bora_cfg *cfg, const bora_registry *reg, bora_tokenizer **tok,
+                             int *source, int64_t *vocab_size);
 
 /* trainer.mp ("p=f32,c=bf16,r=bf16": comma-separated key=dtype, keys p, c, r, each once). */
 typedef struct bora_mp {

@@ -2,7 +2,14 @@
  *
  * A backend owns device memory and runs kernels that the host's executor calls in a graph's
  * node order. Every kernel has one signature and receives one frozen argument block, so adding
- * an op never changes the ABI of the others. A worked example, a backend with one kernel:
+ * an op never changes the ABI of the others (docs/design.md §4). A worked example, a complete
+ * backend plugin with one kernel:
+ *
+ *     #include <bora/backend.h>
+ *
+ *     #include <string.h>
+ *
+ *     typedef struct toy { const bora_host *h; } toy;
  *
  *     static bora_status toy_add_f32(bora_backend *b, const bora_kernel_args *a)
  *     {
@@ -14,6 +21,54 @@
  *             z[i] = x[i] + y[i];
  *         return BORA_OK;
  *     }
+ *     static int32_t toy_probe(const bora_host *h) { (void)h; return 1; }
+ *     static bora_status toy_create(const bora_host *h, const bora_config *cfg, bora_backend **out)
+ *     {
+ *         (void)cfg;
+ *         toy *t = h->alloc(h, sizeof *t, 16);
+ *         if (!t)
+ *             return h->fail(h, BORA_ERR_NOMEM, "out of memory");
+ *         t->h = h;
+ *         *out = (bora_backend *)t;
+ *         return BORA_OK;
+ *     }
+ *     static void toy_destroy(bora_backend *b) { toy *t = (toy *)b; t->h->free(t->h, t); }
+ *     // Host memory: a buffer is its own address.
+ *     static bora_status toy_alloc(bora_backend *b, size_t size, size_t align, bora_buffer **out)
+ *     {
+ *         toy *t = (toy *)b;
+ *         *out = t->h->alloc(t->h, size ? size : 1, align);
+ *         return *out ? BORA_OK : t->h->fail(t->h, BORA_ERR_NOMEM, "out of memory");
+ *     }
+ *     static void toy_free(bora_backend *b, bora_buffer *buf)
+ *     {
+ *         toy *t = (toy *)b;
+ *         t->h->free(t->h, buf);
+ *     }
+ *     static void *toy_ptr(bora_backend *b, bora_buffer *buf) { (void)b; return buf; }
+ *     static bora_status toy_copy_in(bora_backend *b, bora_buffer *dst, size_t offset,
+ *                                    const void *src, size_t size)
+ *     {
+ *         (void)b;
+ *         memcpy((char *)dst + offset, src, size);
+ *         return BORA_OK;
+ *     }
+ *     static bora_status toy_copy_out(bora_backend *b, void *dst, bora_buffer *src, size_t offset,
+ *                                     size_t size)
+ *     {
+ *         (void)b;
+ *         memcpy(dst, (char *)src + offset, size);
+ *         return BORA_OK;
+ *     }
+ *     // op id -> kernel, NULL when unsupported (the host decomposes the op or reports it)
+ *     static bora_kernel_fn toy_kernel(bora_backend *b, uint32_t op, const int32_t *dtypes,
+ *                                      uint32_t n)
+ *     {
+ *         (void)b;
+ *         int f32 = n == 3 && dtypes[0] == BORA_DTYPE_F32 && dtypes[1] == BORA_DTYPE_F32 &&
+ *                   dtypes[2] == BORA_DTYPE_F32;
+ *         return op == BORA_OP_ADD && f32 ? toy_add_f32 : NULL;
+ *     }
  *     static const bora_backend_ops toy_ops = {
  *         .hdr = BORA_COMPONENT(bora_backend_ops, BORA_KIND_BACKEND, "toy", "an example"),
  *         .probe = toy_probe,       // 0 = cannot run here; higher wins for backend: auto
@@ -21,10 +76,13 @@
  *         .destroy = toy_destroy,
  *         .buffer_alloc = toy_alloc,
  *         .buffer_free = toy_free,
+ *         .buffer_ptr = toy_ptr,
  *         .copy_in = toy_copy_in,
  *         .copy_out = toy_copy_out,
- *         .kernel = toy_kernel,     // op id -> kernel, NULL when unsupported
+ *         .kernel = toy_kernel,
  *     };
+ *     static bora_status toy_init(const bora_host *h) { return h->add(h, &toy_ops.hdr); }
+ *     BORA_PLUGIN_DEFINE("toy", "1.0.0", toy_init, NULL)
  *
  * Backends must be deterministic: no floating-point atomics, no arrival-order reductions, and
  * kernel choices from fixed tables (never by timing), so a run and its resume agree bitwise.
@@ -73,8 +131,8 @@ typedef struct bora_kernel_args {
 
 typedef bora_status (*bora_kernel_fn)(bora_backend *b, const bora_kernel_args *args);
 
-/* A fused elementwise chain (DESIGN §4): the same steps over one or more segments, run tile by
- * tile so that the intermediates stay in cache. args holds n_segments × n_steps argument blocks
+/* A fused elementwise chain (docs/design.md §3.3): the same steps over one or more segments,
+ * run tile by tile so that the intermediates stay in cache. args holds n_segments × n_steps argument blocks
  * (segment-major) whose every operand is f32 and either dense with count[segment] elements or
  * a broadcast of one element (every stride 0); since ABI 1.5 the output of a COPY step may also
  * be bf16 (dense, never scratch: round to nearest even), the parameters' bf16 copies written by

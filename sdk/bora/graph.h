@@ -3,7 +3,10 @@
  * A model plugin describes only its forward computation; the host differentiates it, plans its
  * memory and runs it on a backend. Every axis has a name, elementwise ops align operands by
  * name, and dot() contracts the names it is given (Haliax semantics: shared names that are not
- * contracted are batch axes). A worked example, a linear layer with a bias and GELU:
+ * contracted are batch axes). docs/design.md §3 describes what the host does with a graph. A
+ * worked example, a linear layer with a bias and GELU:
+ *
+ *     #include <bora/graph.h>
  *
  *     // x: (batch, position, embed) -> (batch, position, mlp)
  *     static bora_tensor *mlp_up(bora_graph *g, bora_tensor *x, int64_t embed, int64_t mlp)
@@ -62,7 +65,7 @@ static inline size_t bora_dtype_size(int32_t dtype)
     }
 }
 
-/* What a graph is built for (DESIGN §4). */
+/* What a graph is built for (docs/design.md §3; sdk/bora/model.h lists each mode's inputs). */
 typedef enum bora_mode {
     BORA_MODE_TRAIN = 1,   /* one micro-step: forward and backward into the gradient buffers */
     BORA_MODE_APPLY = 2,   /* clip, optimizer update, weight casts: once per global batch */

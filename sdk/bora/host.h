@@ -5,6 +5,10 @@
  * and to every create(). Each plugin gets its own copy, so messages are prefixed with the
  * plugin's name. A worked example, reading a model's configuration in create():
  *
+ *     #include <bora/model.h>
+ *
+ *     typedef struct toy { int64_t layers; double eps; } toy;
+ *
  *     static bora_status toy_create(const bora_host *h, const bora_config *cfg, bora_model **out)
  *     {
  *         int64_t layers;
@@ -21,7 +25,10 @@
  *         if (!t)
  *             return h->fail(h, BORA_ERR_NOMEM, "out of memory");
  *         BORA_INFO(h, "toy model with %lld layers", (long long)layers);
- *         ...
+ *         t->layers = layers;
+ *         t->eps = eps;
+ *         *out = (bora_model *)t;
+ *         return BORA_OK;
  *     }
  *
  * Strings passed to the host are borrowed for the call; strings the host returns (config

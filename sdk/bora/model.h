@@ -2,34 +2,106 @@
  *
  * A model plugin describes only the forward computation. create() reads the model's
  * configuration subtree; build() is called once per mode and declares parameters (with their
- * Hugging Face names and init rules) and returns the loss (train) or the logits (eval, decode).
- * The host differentiates, plans memory and runs it. A worked example of the shape of a model
- * plugin (the op builders come with the graph API):
+ * Hugging Face names and init rules) and inputs, and returns the loss (train) or the logits
+ * (eval, prefill, decode). The host differentiates, plans memory and runs it
+ * (docs/design.md §3).
  *
- *     typedef struct toy { int64_t hidden_dim; } toy;
+ * The inputs the host fills, by name. A graph is checked when it is built: one that reads an
+ * input not listed for its mode (a misspelt name would otherwise read zeros for the whole
+ * run), or lacks a required one, is refused with a message naming it. "position" below is the
+ * graph's sequence length, the model's own choice (bora train cuts its rows to it); "batch" is
+ * graph_api.batch(g).
+ *
+ *   input_ids    (batch, position) i32   token ids; every mode (decode: one position). Required.
+ *   targets      (batch, position) i32   train: the token to predict at each position, -100
+ *                                        where nothing is predicted (padding, a document's
+ *                                        last token). Required in train.
+ *   segment_ids  (batch, position) i32   train, eval, prefill: which document of the row each
+ *                                        position is in (0, 1, ...), for attention that stays
+ *                                        inside a document. Optional: filled only where read.
+ *   loss_scale   () f32                  train: declared by the host after build() (one over
+ *                                        the step's target count); a model does not read it.
+ *   position     extent, i32             decode: where the new token goes (0 .. its maximum).
+ *   key_length   extent, i32             decode: positions of the KV cache to attend (position
+ *                                        + 1). Both optional: declared with graph_api.extent.
+ *
+ * What each mode returns (*out):
+ *   BORA_MODE_TRAIN    the cross-entropy summed over the targets that are not -100, a scalar;
+ *                      the host scales it by loss_scale, so micro-batches add up to the step's
+ *                      mean. The same graph gives the validation loss (bora eval).
+ *   BORA_MODE_EVAL     the logits, (batch, position, vocab) f32 (bora generate without a cache).
+ *   BORA_MODE_PREFILL  the logits of a whole window from position 0, writing the KV cache
+ *                      (model state, graph_api.state) for every position.
+ *   BORA_MODE_DECODE   the logits of one position, (batch, 1, vocab): its keys and values
+ *                      written into the cache at `position`, attending over `key_length`.
+ * A model returns BORA_ERR_UNSUPPORTED for a mode it does not offer (bora generate then runs
+ * the eval graph over the whole window for each token). A model with a vocab_size key gets
+ * the tokenizer's size from bora train and bora graph unless the configuration sets it.
+ *
+ * A worked example, a complete model plugin: a bigram model (a table of next-token logits):
+ *
+ *     #include <bora/model.h>
+ *
+ *     typedef struct toy { const bora_host *h; int64_t vocab, seq_len; } toy;
  *
  *     static bora_status toy_create(const bora_host *h, const bora_config *cfg, bora_model **out)
  *     {
  *         toy *t = h->alloc(h, sizeof *t, 16);
  *         if (!t)
  *             return h->fail(h, BORA_ERR_NOMEM, "out of memory");
- *         bora_status st = h->config_int(h, cfg, "hidden_dim", 128, &t->hidden_dim);
- *         if (st != BORA_OK) { h->free(h, t); return st; }
+ *         t->h = h;
+ *         bora_status st = h->config_int(h, cfg, "vocab_size", 50257, &t->vocab);
+ *         if (st == BORA_OK)
+ *             st = h->config_int(h, cfg, "seq_len", 128, &t->seq_len);
+ *         if (st != BORA_OK) {
+ *             h->free(h, t);
+ *             return st;
+ *         }
  *         *out = (bora_model *)t;
  *         return BORA_OK;
  *     }
  *     static bora_status toy_build(bora_model *m, bora_graph *g, int32_t mode, bora_tensor **out)
  *     {
- *         ... declare parameters, compose ops, *out = loss or logits ...
+ *         const toy *t = (const toy *)m;
+ *         const bora_graph_api *A = g->api;
+ *         if (mode != BORA_MODE_TRAIN && mode != BORA_MODE_EVAL)
+ *             return t->h->fail(t->h, BORA_ERR_UNSUPPORTED, "toy has no graph for mode %d", mode);
+ *         bora_axis io[] = {{"batch", A->batch(g)}, {"position", t->seq_len}};
+ *         bora_axis table[] = {{"token", t->vocab}, {"vocab", t->vocab}};
+ *         bora_tensor *ids = bora_input(g, "input_ids", BORA_DTYPE_I32, 2, io);
+ *         bora_tensor *w = bora_param(g, "bigram.weight", BORA_DTYPE_F32, 2, table,
+ *                                     bora_init_normal(0.02), BORA_PARAM_NO_DECAY);
+ *         bora_tensor *logits = A->embedding(g, w, ids, "token"); // (batch, position, vocab)
+ *         if (mode == BORA_MODE_EVAL)
+ *             *out = A->name(g, logits, "logits");
+ *         else
+ *             *out = A->cross_entropy(g, logits,
+ *                                     bora_input(g, "targets", BORA_DTYPE_I32, 2, io), "vocab",
+ *                                     NULL);
+ *         return bora_graph_status(g); // the first failed builder's message, if any
+ *     }
+ *     static void toy_destroy(bora_model *m)
+ *     {
+ *         toy *t = (toy *)m;
+ *         t->h->free(t->h, t);
  *     }
  *     static const bora_key toy_keys[] = {
- *         {"hidden_dim", BORA_KEY_INT, 0, "128", "width of the residual stream"},
+ *         {"vocab_size", BORA_KEY_INT, 0, "50257", "tokens in the vocabulary"},
+ *         {"seq_len", BORA_KEY_INT, 0, "128", "positions per sequence"},
  *         {NULL, 0, 0, NULL, NULL},
  *     };
  *     static const bora_model_ops toy_ops = {
- *         .hdr = {sizeof(bora_model_ops), BORA_KIND_MODEL, "toy", "a toy model", toy_keys},
- *         .create = toy_create, .build = toy_build, .destroy = toy_destroy,
+ *         .hdr = BORA_COMPONENT_KEYS(bora_model_ops, BORA_KIND_MODEL, "toy", "a bigram model",
+ *                                    toy_keys),
+ *         .create = toy_create,
+ *         .build = toy_build,
+ *         .destroy = toy_destroy,
  *     };
+ *     static bora_status toy_init(const bora_host *h)
+ *     {
+ *         return h->add(h, &toy_ops.hdr);
+ *     }
+ *     BORA_PLUGIN_DEFINE("toy", "1.0.0", toy_init, NULL)
  */
 #ifndef BORA_MODEL_H
 #define BORA_MODEL_H
@@ -47,8 +119,9 @@ typedef struct bora_model_ops {
 
     /* Read the model's configuration subtree (model: in YAML). No device work. */
     bora_status (*create)(const bora_host *h, const bora_config *cfg, bora_model **out);
-    /* Build the graph for mode (a bora_mode); *out is the loss (train) or logits (eval,
-     * prefill, decode). Return BORA_ERR_UNSUPPORTED for a mode the model does not offer. */
+    /* Build the graph for mode (a bora_mode) over the inputs listed above; *out is the summed
+     * loss (train) or the logits (eval, prefill, decode). Return BORA_ERR_UNSUPPORTED for a
+     * mode the model does not offer. */
     bora_status (*build)(bora_model *m, bora_graph *g, int32_t mode, bora_tensor **out);
     void (*destroy)(bora_model *m);
 

@@ -2,22 +2,45 @@
  *
  * An optimizer declares per-parameter state slots (AdamW: "m" and "v") and builds each
  * parameter's update from graph ops; learning-rate schedules, warm-up, weight-decay masks and
- * gradient clipping belong to the host, so every optimizer gets them. A worked example, plain
- * SGD (the op builders come with the graph API):
+ * gradient clipping belong to the host, so every optimizer gets them (docs/design.md §5). A
+ * worked example, a complete optimizer plugin, plain SGD:
+ *
+ *     #include <bora/optimizer.h>
+ *
+ *     typedef struct sgd { const bora_host *h; } sgd;
  *
  *     static const char *const sgd_slots[] = {NULL};      // no state
  *     static const char *const sgd_scalars[] = {"lr", NULL};
  *
+ *     static bora_status sgd_create(const bora_host *h, const bora_config *cfg,
+ *                                   bora_optimizer **out)
+ *     {
+ *         (void)cfg; // the host reads learning_rate, the schedule and clipping itself
+ *         sgd *o = h->alloc(h, sizeof *o, 16);
+ *         if (!o)
+ *             return h->fail(h, BORA_ERR_NOMEM, "out of memory");
+ *         o->h = h;
+ *         *out = (bora_optimizer *)o;
+ *         return BORA_OK;
+ *     }
  *     static bora_status sgd_scalars_for(bora_optimizer *o, int64_t step, double lr, double *v)
  *     {
+ *         (void)o;
+ *         (void)step;
  *         v[0] = lr;
  *         return BORA_OK;
  *     }
  *     static bora_status sgd_update(bora_optimizer *o, bora_graph *g, const bora_param_update *u)
  *     {
+ *         (void)o;
  *         // param <- param - lr * grad, with lr a 0-d per-step input
  *         bora_tensor *step = bora_mul(g, u->grad, u->scalars[0]);
  *         return g->api->assign(g, u->param, bora_sub(g, u->param, step));
+ *     }
+ *     static void sgd_destroy(bora_optimizer *o)
+ *     {
+ *         sgd *s = (sgd *)o;
+ *         s->h->free(s->h, s);
  *     }
  *     static const bora_optimizer_ops sgd_ops = {
  *         .hdr = BORA_COMPONENT(bora_optimizer_ops, BORA_KIND_OPTIMIZER, "sgd", "plain SGD"),
@@ -28,6 +51,11 @@
  *         .build_update = sgd_update,
  *         .destroy = sgd_destroy,
  *     };
+ *     static bora_status sgd_init(const bora_host *h)
+ *     {
+ *         return h->add(h, &sgd_ops.hdr);
+ *     }
+ *     BORA_PLUGIN_DEFINE("sgd", "1.0.0", sgd_init, NULL)
  */
 #ifndef BORA_OPTIMIZER_H
 #define BORA_OPTIMIZER_H

@@ -13,6 +13,7 @@
  *                                     const char *run_id, bora_tracker **out)
  *     {
  *         (void)cfg;
+ *         (void)run_id;
  *         *out = h->alloc(h, 1, 16);          // a real tracker keeps its state here
  *         return *out ? BORA_OK : h->fail(h, BORA_ERR_NOMEM, "out of memory");
  *     }
@@ -37,7 +38,7 @@
  *     }
  *     BORA_PLUGIN_DEFINE("hello", "1.0.0", hello_init, NULL)
  *
- * Rules the host enforces (see DESIGN §3):
+ * Rules the host enforces (docs/design.md §2):
  *   - abi_major must equal the host's; abi_minor must be <= the host's.
  *   - every ops table starts with a bora_component header whose struct_size is the size of the
  *     whole table as the plugin was compiled; the host copies that many bytes into a zeroed
@@ -131,11 +132,16 @@ typedef struct bora_component {
     const bora_key *keys; /* declared configuration keys, NULL-name terminated (optional) */
 } bora_component;
 
-/* Fill a component header: BORA_COMPONENT(bora_model_ops, BORA_KIND_MODEL, "gpt2", "...") */
-#define BORA_COMPONENT(ops_type, kind_, name_, summary_)                             \
+/* Fill a component header: BORA_COMPONENT(bora_model_ops, BORA_KIND_MODEL, "gpt2", "...") for
+ * a component without configuration keys, BORA_COMPONENT_KEYS(..., keys) for one with them (a
+ * bora_key array). Each sets every member once, so `.hdr = BORA_COMPONENT_KEYS(...)` compiles
+ * cleanly under -Woverride-init, where `.hdr = BORA_COMPONENT(...), .hdr.keys = k` would not. */
+#define BORA_COMPONENT(ops_type, kind_, name_, summary_) \
+    BORA_COMPONENT_KEYS(ops_type, kind_, name_, summary_, NULL)
+#define BORA_COMPONENT_KEYS(ops_type, kind_, name_, summary_, keys_)                 \
     {                                                                                \
         .struct_size = (uint32_t)sizeof(ops_type), .kind = (kind_), .name = (name_), \
-        .summary = (summary_), .keys = NULL                                          \
+        .summary = (summary_), .keys = (keys_)                                       \
     }
 
 /* The descriptor bora_plugin_entry() returns. */

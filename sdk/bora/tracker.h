@@ -2,14 +2,19 @@
  *
  * The host calls trackers from a logging thread, so a slow tracker never stalls a training
  * step; a tracker that talks to a server should spool to disk and retry so nothing is lost.
- * A worked example, a tracker that prints the loss:
+ * A worked example, a complete tracker plugin that prints the loss:
+ *
+ *     #include <bora/tracker.h>
+ *
+ *     #include <string.h>
  *
  *     typedef struct { const bora_host *h; } printer;
  *
  *     static bora_status printer_create(const bora_host *h, const bora_config *cfg,
  *                                       const char *run_id, bora_tracker **out)
  *     {
- *         (void)cfg; (void)run_id;
+ *         (void)cfg;
+ *         (void)run_id;
  *         printer *p = h->alloc(h, sizeof *p, 16);
  *         if (!p)
  *             return h->fail(h, BORA_ERR_NOMEM, "out of memory");
@@ -26,12 +31,22 @@
  *                 BORA_INFO(p->h, "step %lld loss %.4f", (long long)step, m[i].value);
  *         return BORA_OK;
  *     }
- *     static void printer_destroy(bora_tracker *t) { printer *p = (printer *)t; p->h->free(p->h, p); }
- *
+ *     static void printer_destroy(bora_tracker *t)
+ *     {
+ *         printer *p = (printer *)t;
+ *         p->h->free(p->h, p);
+ *     }
  *     static const bora_tracker_ops printer_ops = {
  *         .hdr = BORA_COMPONENT(bora_tracker_ops, BORA_KIND_TRACKER, "printer", "prints loss"),
- *         .create = printer_create, .log = printer_log, .destroy = printer_destroy,
+ *         .create = printer_create,
+ *         .log = printer_log,
+ *         .destroy = printer_destroy,
  *     };
+ *     static bora_status printer_init(const bora_host *h)
+ *     {
+ *         return h->add(h, &printer_ops.hdr);
+ *     }
+ *     BORA_PLUGIN_DEFINE("printer", "1.0.0", printer_init, NULL)
  */
 #ifndef BORA_TRACKER_H
 #define BORA_TRACKER_H

@@ -1,7 +1,8 @@
 /* tests/graph/test_plugin_model.c — a model plugin builds its graphs through the graph API it
  * reaches from the graph handle: a train graph (differentiated by the host) and an eval graph
- * bound to the same parameters by name; an unsupported mode is refused with the plugin's
- * message. A few plain gradient-descent steps make the training loss fall.
+ * bound to the same parameters by name, reading the inputs bora fills; an unsupported mode is
+ * refused with the plugin's message. A few plain gradient-descent steps make the training loss
+ * fall.
  *
  * usage: test_plugin_model FIXTURE_PLUGIN_DIR CPU_PLUGIN_DIR */
 #include "../test.h"
@@ -46,13 +47,10 @@ int main(int argc, char **argv)
     eval->output = logits;
     CHECK(loss && g_autodiff(train, loss) == BORA_OK && g_finalize(train) == BORA_OK);
     CHECK(logits && g_finalize(eval) == BORA_OK && g_store_materialize(r.store) == BORA_OK);
-    float x[20];
-    int32_t y[4] = {0, 1, 2, 1};
-    for (int i = 0; i < 20; i++)
-        x[i] = (float)((i * 7) % 5) - 2.0f + (float)y[i / 5];
-    CHECK(g_set_input(train, "features", x, sizeof x) == BORA_OK);
-    CHECK(g_set_input(train, "labels", y, sizeof y) == BORA_OK);
-    CHECK(g_set_input(eval, "features", x, sizeof x) == BORA_OK);
+    int32_t x[4] = {4, 0, 3, 1}, y[4] = {0, 1, 2, 1}; /* one sequence of four tokens */
+    CHECK(g_set_input(train, "input_ids", x, sizeof x) == BORA_OK);
+    CHECK(g_set_input(train, "targets", y, sizeof y) == BORA_OK);
+    CHECK(g_set_input(eval, "input_ids", x, sizeof x) == BORA_OK);
     float first = 0, last = 0;
     for (int step = 0; step < 30; step++) {
         CHECK(g_store_zero_grads(r.store) == BORA_OK && g_run(train) == BORA_OK);

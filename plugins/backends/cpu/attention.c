@@ -8,7 +8,7 @@
  * the dense inner axis of every operand). Under trainer.mp c=bf16 the products may take bf16
  * operands on oneDNN's matmul primitive instead (below: "bf16 products"), whose jobs depend on
  * the thread count, so that path keeps its bits run after run but not across thread counts
- * (bf16 makes no such promise, DESIGN §8). */
+ * (bf16 makes no such promise, docs/design.md §8). */
 #include "kernels_fast.h"
 
 #include <dnnl.h>

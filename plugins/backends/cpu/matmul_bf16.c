@@ -16,8 +16,8 @@
  * (bora_backend_ops.prepare), or else on the product's first run, and kept for the backend's
  * life; `-v` logs each one made, and when. An implementation oneDNN only has as reference loops
  * is refused, and that product is widened instead. oneDNN splits the work among the OpenMP
- * threads itself, by the thread count and the shape, so the bits depend on both, as DESIGN §8
- * allows for bf16. */
+ * threads itself, by the thread count and the shape, so the bits depend on both, as
+ * docs/design.md §8 allows for bf16. */
 #define _GNU_SOURCE
 #include "cpu.h"
 #include "kernels_fast.h"

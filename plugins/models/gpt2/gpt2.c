@@ -34,7 +34,7 @@ static const bora_key gpt2_keys[] = {
     {"num_heads", BORA_KEY_INT, 0, "12", "attention heads (hidden_dim must divide by it)"},
     {"mlp_scale", BORA_KEY_INT, 0, "4", "MLP width as a multiple of hidden_dim"},
     {"vocab_size", BORA_KEY_INT, 0, "50257",
-     "tokens in the vocabulary (bora train sets it to the tokenizer's unless given)"},
+     "tokens in the vocabulary (bora train and bora graph set it to the tokenizer's unless given)"},
     {"initializer_range", BORA_KEY_FLOAT, 0, "0.02",
      "standard deviation of initial weights (0 or more)"},
     {"layer_norm_epsilon", BORA_KEY_FLOAT, 0, "1e-5",
