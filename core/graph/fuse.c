@@ -1,4 +1,4 @@
-/* core/graph/fuse.c — elementwise fusion and the multi-tensor pass (DESIGN §4). After the
+/* core/graph/fuse.c — elementwise fusion and the multi-tensor pass (docs/design.md §3.3). After the
  * kernels are chosen, runs of consecutive f32 elementwise nodes over one element count become a
  * segment; consecutive segments with the same steps and wiring (an optimizer's update of one
  * parameter after another) become one group, which the backend runs tile by tile over all its

@@ -257,7 +257,7 @@ static int same(const float *a, const float *b, size_t n)
 /* Every check above on one path of the CPU backend's bf16 matmuls (BORA_CPU_BF16_MATMUL):
  * widen (blocks widened to f32 for sgemm) or onednn (oneDNN's bf16 matmul). The widened path
  * keeps f32's promise of the same bits on 1 and 2 threads; oneDNN's splits by the thread count,
- * so only run after run is promised there (DESIGN §8). *two gets the 2-thread results. */
+ * so only run after run is promised there (docs/design.md §8). *two gets the 2-thread results. */
 static int check_path(const char *path, run *two)
 {
     setenv("BORA_CPU_BF16_MATMUL", path, 1);
