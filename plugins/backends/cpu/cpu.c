@@ -11,6 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifndef _OPENMP /* a compiler that ignores the directives would run every kernel on one thread */
+#error "the CPU backend needs OpenMP code generation (clang: -fopenmp=libomp)"
+#endif
+
 static const bora_key cpu_keys[] = {
     {"num_threads", BORA_KEY_INT, 0, "0", "OpenMP threads; 0 uses every core"},
     {NULL, 0, 0, NULL, NULL},
