@@ -128,9 +128,9 @@ int bora_cmd_cache(const bora_cli *cli)
         const char *a = cli->argv[i];
         if (!strcmp(a, "--rebuild")) {
             c.rebuild = 1;
-        } else if (!strcmp(a, "--workers")) {
+        } else if (!strcmp(a, "--workers") || !strncmp(a, "--workers=", 10)) {
             char *end = NULL;
-            const char *v = i + 1 < cli->argc ? cli->argv[++i] : "";
+            const char *v = a[9] == '=' ? a + 10 : i + 1 < cli->argc ? cli->argv[++i] : "";
             c.workers = strtoll(v, &end, 10);
             if (!*v || *end || c.workers < 1 || c.workers > 256) {
                 bora_log(BORA_LOG_ERROR, "cache: --workers: '%s' is not a number in 1..256", v);

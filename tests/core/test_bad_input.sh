@@ -53,6 +53,12 @@ refused eval run.yaml --checkpoint ckpt --jsn
 has "$out" "unknown option '--jsn'; did you mean '--json'?"
 refused cache run.yaml --rebiuld
 has "$out" "did you mean '--rebuild'?"
+refused cache run.yaml --workers=0 # an option's value given with '=' is its value
+has "$out" "--workers: '0' is not a number in 1..256"
+lacks "$out" "takes no value"
+out=$(b cache run.yaml --workers=1) || fail "bora cache --workers=1 refused:
+$out"
+rm -rf ckpt
 refused config show run.yaml --jsonn
 has "$out" "did you mean '--json'?"
 refused graph run.yaml --plugin-dri x
