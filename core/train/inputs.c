@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { TOKENS, SCALAR_F32, EXTENT }; /* what an input holds */
+enum { TOKENS, EXTENT }; /* what an input holds */
 
 #define M(mode) (1u << (mode))
 
@@ -21,7 +21,6 @@ static const struct rule {
      M(BORA_MODE_TRAIN) | M(BORA_MODE_EVAL) | M(BORA_MODE_PREFILL) | M(BORA_MODE_DECODE), TOKENS},
     {"targets", M(BORA_MODE_TRAIN), M(BORA_MODE_TRAIN), TOKENS},
     {"segment_ids", M(BORA_MODE_TRAIN) | M(BORA_MODE_EVAL) | M(BORA_MODE_PREFILL), 0, TOKENS},
-    {"loss_scale", M(BORA_MODE_TRAIN), 0, SCALAR_F32},
     {"position", M(BORA_MODE_DECODE), 0, EXTENT},
     {"key_length", M(BORA_MODE_DECODE), 0, EXTENT},
 };
@@ -38,7 +37,7 @@ static const char *mode_name(int mode)
     }
 }
 
-/* "input_ids, targets, segment_ids, loss_scale": the inputs filled in mode. */
+/* "input_ids, targets, segment_ids": the inputs filled in mode. */
 static void filled_list(int mode, char *buf, size_t cap)
 {
     size_t len = 0;
@@ -66,7 +65,7 @@ int bora_inputs_reads(const g_graph *g, const char *name)
 }
 
 /* The shape the host writes: tokens (batch, position) i32 with the batch the host asked for
- * (a decode graph one position), every token input as long as input_ids; a scalar f32; an
+ * (a decode graph one position), every token input as long as input_ids; an
  * extent (a bounded i32 scalar, from graph_api.extent). */
 static bora_status check_shape(const g_graph *g, int mode, const char *pre, const struct rule *r,
                                const gval *v, const gval *ids)
@@ -95,13 +94,6 @@ static bora_status check_shape(const g_graph *g, int mode, const char *pre, cons
                                   "input_ids %lld: bora fills both from the same rows",
                                   pre, m, r->name, (long long)v->dims[1], (long long)ids->dims[1]);
         return BORA_OK;
-    case SCALAR_F32:
-        if (v->dtype != BORA_DTYPE_F32 || v->ndim != 0)
-            return bora_error_set(BORA_ERR_INVALID,
-                                  "%sthe %s graph's input '%s' is not an f32 scalar, as "
-                                  "bora fills it",
-                                  pre, m, r->name);
-        return BORA_OK;
     default:
         if (v->dtype != BORA_DTYPE_I32 || v->ndim != 0)
             return bora_error_set(BORA_ERR_INVALID,
@@ -125,6 +117,12 @@ bora_status bora_inputs_check(const g_graph *g, int mode, const char *model)
         size_t k = 0;
         while (k < N_RULES && (strcmp(rules[k].name, name) || !(rules[k].filled & M(mode))))
             k++;
+        if (k == N_RULES && mode == BORA_MODE_TRAIN && !strcmp(name, "loss_scale"))
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "%sthe train graph reads input 'loss_scale', which is the "
+                                  "host's own: a model returns the summed loss and bora scales "
+                                  "it (see sdk/bora/model.h)",
+                                  pre);
         if (k == N_RULES)
             return bora_error_set(BORA_ERR_INVALID,
                                   "%sthe %s graph reads input '%s', which bora does not "

@@ -40,10 +40,14 @@ trainer:
 YAML
 
 misspelt="model contract: the train graph reads input 'input_idz', which bora does not fill (it \
-fills input_ids, targets, segment_ids, loss_scale in train mode)"
+fills input_ids, targets, segment_ids in train mode)"
 expect 1 "$misspelt" graph lm.yaml --model.ids_input=input_idz
 expect 1 "$misspelt" train lm.yaml --model.ids_input=input_idz
 case $out in *"step 1"*) fail "the misspelt input reached step 1: $out" ;; esac
+
+# loss_scale is the host's own, declared after the model's build.
+expect 1 "model contract: the train graph reads input 'loss_scale', which is the host's own" \
+    train lm.yaml --model.ids_input=loss_scale
 
 forgot="model contract: the train graph does not read input 'targets', which every train graph \
 needs"
