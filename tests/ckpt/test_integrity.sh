@@ -7,7 +7,10 @@
 # checkpoint without digests loads with a warning; eval --json writes a non-finite loss as valid
 # JSON. One process per run id: a second `bora train` of a running id is refused naming the
 # first's pid and host, eval leaves a live save's temporary directory alone, and a checkpoint
-# directory that cannot be made is refused before the first step.
+# directory that cannot be made is refused before the first step. A run that diverges saves no
+# non-finite checkpoint and keeps its last good one; --force sets every failing checkpoint newer
+# than the one it resumes from aside; a changed shape key is refused listing the differences,
+# never taken for damage; a start that fails after taking the lock leaves no directory behind.
 # usage: test_integrity.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR ST_EDIT_PY
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5 edit=$6
