@@ -260,9 +260,9 @@ static bora_status check_resume(trainer *t, const char *dir, int64_t *step, int 
                  dir, report ? report : "");
         st = t->force ? BORA_OK
                       : bora_error_set(BORA_ERR_INVALID,
-                                       "not resuming; pass --force to resume despite these "
-                                       "differences (every tensor must keep its shape), or "
-                                       "give another trainer.id to start afresh");
+                                       "not resuming; pass --force to resume anyway, despite "
+                                       "these differences (every tensor must keep its shape), "
+                                       "or give another trainer.id to start afresh");
     }
     free(report);
     json_object_put(now_rec);

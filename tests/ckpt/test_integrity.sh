@@ -195,7 +195,7 @@ expect 0 "$work/c/a/step-3 fails its checks too; --force: kept as $work/c/a/step
 # 13. a shape key changed: the differences are listed, from trainer.json alone (no tensor is
 # read, no earlier checkpoint is offered); with --force, the shapes still must fit
 fresh
-expect 1 "config.model.num_layers: 1 then, 2 now" "pass --force to resume despite these differences" \
+expect 1 "config.model.num_layers: 1 then, 2 now" "pass --force to resume anyway, despite these differences" \
     -- train run.yaml "$R" --model.num_layers=2
 case $out in *"earlier checkpoint"* | *"the model has"*) fail "a shape change was taken for damage: $out" ;; esac
 expect 1 "the checkpoint does not fit this configuration's model (--force resumes despite" \
