@@ -189,6 +189,20 @@ static bora_status write_block(const g_store *s, const char *path, const char *c
                                    blocks[b] + sl->offset};
         }
     }
+    /* Every load refuses a non-finite value, so a save refuses it too: written, it would replace
+     * the last checkpoint that can be loaded. */
+    for (size_t k = 0; k < n && st == BORA_OK; k++) {
+        const g_slot *sl = &s->slots[k % s->n_slots];
+        int nan = 0;
+        int64_t at = first_non_finite(sl->dtype, e[k].data, sl->nbytes, &nan);
+        if (at >= 0)
+            st = bora_error_set(BORA_ERR_INVALID,
+                                "tensor '%s' holds %s at element %" PRId64
+                                " (the run has diverged): a checkpoint holds only finite values, "
+                                "so none is saved; lower optimizer.learning_rate or set "
+                                "optimizer.max_grad_norm, and resume from an earlier checkpoint",
+                                e[k].name, nan ? "NaN" : "an infinity", at);
+    }
     if (st == BORA_OK) {
         const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         fprintf(digests, "%s\n    ", sep);
@@ -416,6 +430,30 @@ bora_status bora_ckpt_lock(const char *run_dir, int *fd)
     return BORA_OK;
 }
 
+void bora_ckpt_unlock(const char *run_dir, int fd, int made)
+{
+    if (fd < 0)
+        return;
+    /* Only .lock there: a start that failed before its first save leaves nothing behind. The
+     * file goes while this process still holds the lock, so no other process takes a lock on a
+     * file about to vanish; a directory that is not empty stays. */
+    int only_lock = made;
+    DIR *d = made ? opendir(run_dir) : NULL;
+    struct dirent *ent;
+    while (d && only_lock && (ent = readdir(d)) != NULL)
+        only_lock = !strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..") ||
+                    !strcmp(ent->d_name, ".lock");
+    if (d)
+        closedir(d);
+    if (d && only_lock) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/.lock", run_dir);
+        if (unlink(path) == 0)
+            rmdir(run_dir);
+    }
+    close(fd);
+}
+
 bora_status bora_ckpt_remove(const char *run_dir, int64_t step)
 {
     /* Renamed away first, so that a process killed while deleting never leaves a half
@@ -457,8 +495,8 @@ static bora_status read_block(g_store *s, const char *dir, const char *file,
     if (!block)
         st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
     if (st == BORA_OK && f->n_tensors != n_blocks * s->n_slots)
-        st = bora_error_set(BORA_ERR_INVALID, "%s: %zu tensors, the run has %zu", path,
-                            f->n_tensors, n_blocks * s->n_slots);
+        st = bora_error_set(BORA_ERR_CONFIG, "%s: %zu tensors, the run has %zu", path, f->n_tensors,
+                            n_blocks * s->n_slots);
     for (size_t b = 0; b < n_blocks && st == BORA_OK; b++) {
         for (size_t i = 0; i < s->n_slots && st == BORA_OK; i++) {
             const g_slot *sl = &s->slots[i];
@@ -471,12 +509,12 @@ static bora_status read_block(g_store *s, const char *dir, const char *file,
                 same = t->shape[d] == sl->dims[d];
             json_object *want = NULL;
             if (!t) {
-                st = bora_error_set(BORA_ERR_INVALID, "%s: no tensor '%s'", path, name);
+                st = bora_error_set(BORA_ERR_CONFIG, "%s: no tensor '%s'", path, name);
             } else if (!same) {
                 char want_shape[128], got[128];
                 shape_text(want_shape, sizeof want_shape, sl->ndim, sl->dims);
                 shape_text(got, sizeof got, t->ndim, t->shape);
-                st = bora_error_set(BORA_ERR_INVALID,
+                st = bora_error_set(BORA_ERR_CONFIG,
                                     "%s: tensor '%s' is %s %s, the model has %s %s", path, name,
                                     t->st_dtype, got, bora_st_dtype_name(sl->dtype), want_shape);
             } else if (file_digests && (!json_object_object_get_ex(file_digests, name, &want) ||

@@ -14,7 +14,8 @@
 /* Save the store's parameters (and its optimizer state, named by slots, NULL-terminated; NULL
  * for none) with trainer_json, a JSON object's text, as step-{step} in run_dir (made if
  * missing); trainer.json gets the object with "digests" added. The path of the new directory
- * goes to dir. */
+ * goes to dir. A tensor holding a NaN or an infinity is refused, naming it, and nothing is
+ * written (a load would refuse it). */
 bora_status bora_ckpt_save(const g_store *s, const char *const *slots, const char *run_dir,
                            int64_t step, const char *trainer_json, char *dir, size_t cap);
 
@@ -32,6 +33,10 @@ void bora_ckpt_clean(const char *run_dir);
  * exiting, releases the lock). */
 bora_status bora_ckpt_lock(const char *run_dir, int *fd);
 
+/* Release the lock bora_ckpt_lock took (fd < 0: none). With made (this process made run_dir),
+ * a run_dir that holds only .lock is removed too. */
+void bora_ckpt_unlock(const char *run_dir, int fd, int made);
+
 /* Remove run_dir/step-{step}. */
 bora_status bora_ckpt_remove(const char *run_dir, int64_t step);
 
@@ -40,7 +45,9 @@ bora_status bora_ckpt_remove(const char *run_dir, int64_t step);
  * backend, must match the digest dir/trainer.json records for it and hold only finite values;
  * and trainer.json's step must be the one its step-N directory is named for. Anything else is
  * refused naming the file and tensor. A checkpoint saved before digests were recorded loads
- * with a warning. */
+ * with a warning. A checkpoint whose tensors do not fit the store (missing, extra, or of another
+ * dtype or shape: the configuration differs) is refused with BORA_ERR_CONFIG; damage
+ * (digests, non-finite values, step, unreadable files) with another status. */
 /* Read parameters from dir/model.safetensors. */
 bora_status bora_ckpt_load_model(g_store *s, const char *dir);
 /* Read parameters and, with slots (NULL-terminated), optimizer state from

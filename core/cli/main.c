@@ -30,9 +30,10 @@ static const command commands[] = {
      "host.\n"
      "\n"
      "  --force   resume even where the checkpoint was made by a different configuration,\n"
-     "            thread count, CPU or build (the result is then not bitwise the same); and\n"
-     "            where the latest checkpoint fails its digests, resume from the newest\n"
-     "            earlier one that passes (the damaged one is kept as step-N.damaged)\n"},
+     "            thread count, CPU or build (the result is then not bitwise the same; every\n"
+     "            tensor must still keep its shape); and where the latest checkpoint fails\n"
+     "            its checks (digests, finite values, step), resume from the newest earlier\n"
+     "            one that passes (each newer one is kept aside as step-N.damaged)\n"},
     {"eval", bora_cmd_eval, "loss and bits per byte of a checkpoint on the validation set",
      "bora eval CONFIG.yaml --checkpoint DIR [--json] [--section.key=value ...]\n"
      "\n"

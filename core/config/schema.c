@@ -37,7 +37,8 @@ static const bora_key trainer_keys[] = {
      "f32 or bf16, products accumulated in f32), r (the residual stream in memory: f32 or bf16, "
      "read back as f32, its gradient f32), e.g. p=f32,c=bf16,r=bf16"},
     {"crash_on_nan", BORA_KEY_BOOL, 0, "true",
-     "stop at a non-finite loss, naming the step and keeping the last checkpoint"},
+     "stop at a non-finite loss, naming the step and keeping the last checkpoint; with false "
+     "the run goes on until its next save, which refuses a NaN or an infinity and stops it"},
     {"steps_per_eval", BORA_KEY_INT, 0, "1000",
      "optimizer steps between evaluations on data.validation_urls (and one at the last step)"},
     {"max_eval_batches", BORA_KEY_INT, 0, "-1",

@@ -215,9 +215,12 @@ static void diff_json(json_object *a, json_object *b, const char *path, FILE *ou
                   : "absent");
 }
 
-/* Compare a checkpoint's record and configuration with this run's. */
-static bora_status check_resume(trainer *t, const char *dir, int64_t *step)
+/* Compare a checkpoint's record and configuration with this run's, reading only its
+ * trainer.json. *differs is set when the refusal is a configuration that differs (no earlier
+ * checkpoint of the run would do better), not an unreadable record. */
+static bora_status check_resume(trainer *t, const char *dir, int64_t *step, int *differs)
 {
+    *differs = 0;
     char *text;
     bora_status st = bora_ckpt_read_trainer(dir, &text);
     if (st != BORA_OK)
@@ -250,14 +253,16 @@ static bora_status check_resume(trainer *t, const char *dir, int64_t *step)
         fclose(out);
     }
     if (n) {
+        *differs = !t->force;
         bora_log(t->force ? BORA_LOG_WARN : BORA_LOG_ERROR,
                  "%s was made by a run that differs from this one, so the result would not be "
                  "the same bits:%s",
                  dir, report ? report : "");
         st = t->force ? BORA_OK
                       : bora_error_set(BORA_ERR_INVALID,
-                                       "not resuming; pass --force to resume anyway, or "
-                                       "give another trainer.id to start afresh");
+                                       "not resuming; pass --force to resume anyway, despite "
+                                       "these differences (every tensor must keep its shape), "
+                                       "or give another trainer.id to start afresh");
     }
     free(report);
     json_object_put(now_rec);
@@ -303,8 +308,24 @@ bora_status tr_save(trainer *t, int64_t step)
     fflush(stdout);
     bora_status st = bora_ckpt_save(t->store, oops->slots, t->run_dir, step, json, dir, sizeof dir);
     free(json);
-    if (st != BORA_OK)
-        return st;
+    if (st != BORA_OK) {
+        /* The previous checkpoints stay: none is removed before a save succeeds. */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", bora_error_get());
+        int64_t *steps, last = -1;
+        size_t n;
+        if (bora_ckpt_list(t->run_dir, &steps, &n) == BORA_OK) {
+            if (n)
+                last = steps[n - 1];
+            free(steps);
+        }
+        if (last < 0)
+            return bora_error_set(st, "step %" PRId64 " not saved: %s; run %s has no checkpoint",
+                                  step, why, t->run_id);
+        return bora_error_set(
+            st, "step %" PRId64 " not saved: %s; the last checkpoint, %s/step-%" PRId64 ", is kept",
+            step, why, t->run_dir, last);
+    }
     printf("checkpoint: saved %s (%.2f s)%s\n", dir, bora_now_s() - t0,
            tr_permanent(t, step) ? "" : " (temporary: the next save replaces it)");
     fflush(stdout);
@@ -320,10 +341,26 @@ bora_status tr_save(trainer *t, int64_t step)
     return BORA_OK;
 }
 
+/* Move a checkpoint that fails its checks aside, under a name that is not a step's, for a look;
+ * aside gets the new name. */
+static bora_status set_aside(const char *dir, char *aside, size_t cap)
+{
+    for (int k = 1; k < 100; k++) {
+        snprintf(aside, cap, k == 1 ? "%s.damaged" : "%s.damaged-%d", dir, k);
+        if (access(aside, F_OK) != 0 && rename(dir, aside) == 0)
+            return BORA_OK;
+    }
+    return bora_error_set(BORA_ERR_IO, "cannot move %s aside: %s", dir, strerror(errno));
+}
+
 /* Resume from the run's latest checkpoint, or start from load_checkpoint, or from scratch.
- * *start gets the last step already done. A latest checkpoint that fails its checks is refused,
- * naming the newest earlier one that passes them; --force resumes from that one (the bad one
- * is renamed step-N.damaged, for a look). */
+ * *start gets the last step already done. The record is compared first (trainer.json only): a
+ * configuration that differs is refused, listing the differences, unless --force. Then the
+ * tensors are loaded: a checkpoint that does not fit the model (a shape that differs) is
+ * refused; one that is damaged (digests, non-finite values, step, unreadable files) is refused
+ * naming the newest earlier checkpoint that passes its checks, and --force resumes from that one,
+ * setting every newer one aside as step-N.damaged (they all failed), so that the next start
+ * does not meet them again. */
 bora_status tr_restore(trainer *t, int64_t *start)
 {
     *start = 0;
@@ -336,15 +373,39 @@ bora_status tr_restore(trainer *t, int64_t *start)
     const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
     if (n) {
         char dir[4200];
+        int64_t step = 0;
+        int differs = 0;
         snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, steps[n - 1]);
-        if ((st = bora_ckpt_load(t->store, oops->slots, dir)) != BORA_OK) {
+        st = check_resume(t, dir, &step, &differs);
+        if (st == BORA_OK)
+            st = bora_ckpt_load(t->store, oops->slots, dir);
+        if (st != BORA_OK && differs) {
+            free(steps);
+            return st; /* the differences are listed; an earlier checkpoint would differ too */
+        }
+        if (st == BORA_ERR_CONFIG) {
+            free(steps);
+            return bora_error_set(st,
+                                  "cannot resume from %s: %s: the checkpoint does not fit this "
+                                  "configuration's model%s; give another trainer.id to start "
+                                  "afresh",
+                                  dir, bora_error_get(),
+                                  t->force ? " (--force resumes despite configuration "
+                                             "differences only while every tensor keeps its shape)"
+                                           : "");
+        }
+        if (st != BORA_OK) {
             char why[1024], good[4200] = "";
+            size_t g = n - 1; /* the index of the one to resume from */
             snprintf(why, sizeof why, "%s", bora_error_get());
             for (size_t i = n - 1; i-- > 0 && !*good;) {
                 snprintf(good, sizeof good, "%s/step-%" PRId64, t->run_dir, steps[i]);
                 if (bora_ckpt_verify(t->store, oops->slots, good) != BORA_OK)
                     *good = 0;
+                else
+                    g = i;
             }
+            size_t bad = n - 1 - g;
             if (!*good || !t->force) {
                 free(steps);
                 if (!*good)
@@ -354,33 +415,37 @@ bora_status tr_restore(trainer *t, int64_t *start)
                                           dir, why, t->run_id);
                 return bora_error_set(st,
                                       "cannot resume from %s: %s; pass --force to resume from "
-                                      "%s instead",
-                                      dir, why, good);
+                                      "%s instead (it sets the %zu newer checkpoint%s that fail "
+                                      "their checks aside as step-N.damaged)",
+                                      dir, why, good, bad, bad == 1 ? "" : "s");
             }
-            /* The damaged one is kept for a look, under a name that is not a step's. */
-            char aside[4300];
-            int moved = 0;
-            for (int k = 1; k < 100 && !moved; k++) {
-                snprintf(aside, sizeof aside, k == 1 ? "%s.damaged" : "%s.damaged-%d", dir, k);
-                moved = access(aside, F_OK) != 0 && rename(dir, aside) == 0;
+            for (size_t j = n; j-- > g + 1;) {
+                char failed[4200], aside[4300];
+                snprintf(failed, sizeof failed, "%s/step-%" PRId64, t->run_dir, steps[j]);
+                bora_status moved = set_aside(failed, aside, sizeof aside);
+                if (moved != BORA_OK) {
+                    free(steps);
+                    return moved;
+                }
+                if (j == n - 1)
+                    bora_log(BORA_LOG_WARN,
+                             "not resuming from %s: %s; --force: resuming from %s (%s kept)",
+                             failed, why, good, aside);
+                else
+                    bora_log(BORA_LOG_WARN,
+                             "%s fails its checks too; --force: kept as %s, out of the way", failed,
+                             aside);
             }
-            if (!moved) {
-                free(steps);
-                return bora_error_set(BORA_ERR_IO, "cannot move %s aside: %s", dir,
-                                      strerror(errno));
-            }
-            bora_log(BORA_LOG_WARN, "not resuming from %s: %s; --force: resuming from %s (%s kept)",
-                     dir, why, good, aside);
             snprintf(dir, sizeof dir, "%s", good);
-            if ((st = bora_ckpt_load(t->store, oops->slots, dir)) != BORA_OK) {
+            if ((st = check_resume(t, dir, &step, &differs)) == BORA_OK &&
+                (st = bora_ckpt_load(t->store, oops->slots, dir)) != BORA_OK)
+                st = bora_error_set(st, "cannot resume from %s: %s", dir, bora_error_get());
+            if (st != BORA_OK) {
                 free(steps);
-                return bora_error_set(st, "cannot resume from %s: %s", dir, bora_error_get());
+                return st;
             }
         }
         free(steps);
-        int64_t step = 0;
-        if ((st = check_resume(t, dir, &step)) != BORA_OK)
-            return st;
         *start = step;
         printf("resuming run %s from %s (step %" PRId64 " of %" PRId64 ")\n", t->run_id, dir, step,
                t->steps);

@@ -7,7 +7,10 @@
 # checkpoint without digests loads with a warning; eval --json writes a non-finite loss as valid
 # JSON. One process per run id: a second `bora train` of a running id is refused naming the
 # first's pid and host, eval leaves a live save's temporary directory alone, and a checkpoint
-# directory that cannot be made is refused before the first step.
+# directory that cannot be made is refused before the first step. A run that diverges saves no
+# non-finite checkpoint and keeps its last good one; --force sets every failing checkpoint newer
+# than the one it resumes from aside; a changed shape key is refused listing the differences,
+# never taken for damage; a start that fails after taking the lock leaves no directory behind.
 # usage: test_integrity.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR ST_EDIT_PY
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5 edit=$6
@@ -132,11 +135,18 @@ assert r['eval/loss'] is None, r
 "$bora" --plugin-dir "$plugins" train run.yaml --trainer.id=L --trainer.num_train_steps=100000 --trainer.checkpointer.save_interval=1h \
     --trainer.checkpointer.keep=[] > first.log 2>&1 &
 pid=$!
+# wait for its first step: then the lock is taken and a SIGTERM meets the training loop
 i=0
-until grep -q "^pid $pid on host" ckpt/L/.lock 2>/dev/null || [ $i -ge 600 ]; do
+until grep -q "^step 1/" first.log 2>/dev/null || [ $i -ge 600 ]; do
     sleep 0.05
     i=$((i + 1))
 done
+if ! grep -q "^step 1/" first.log; then
+    kill -KILL $pid
+    wait $pid
+    echo "FAIL: the first run did not reach step 1 in 30 s: $(cat first.log)"
+    exit 1
+fi
 kill -STOP $pid # held still while the second tries, so the first is surely running
 expect 1 "run directory $work/ckpt/L is in use by another bora train (pid $pid on host $(hostname))" \
     -- train run.yaml --trainer.id=L
@@ -161,6 +171,45 @@ expect 0 "removing $work/c/a/.tmp-step-9-999, left by a save that did not finish
 expect 1 "checkpoints cannot go to $work/notadir/a" "give trainer.checkpointer.base_path a directory you can write" \
     -- train run.yaml --trainer.checkpointer.base_path="$work/notadir"
 case $out in *"step 1/"*) fail "trained before finding the checkpoint directory unusable: $out" ;; esac
+
+# 11. a run that diverges (crash_on_nan off) saves no checkpoint holding a NaN or an infinity:
+# the save is refused naming the tensor, the run stops, and the last good checkpoint stays
+D="--trainer.id=div --trainer.crash_on_nan=false --optimizer.learning_rate=1e30 --optimizer.warmup=0 --optimizer.lr_schedule=constant --optimizer.max_grad_norm=0 --trainer.checkpointer.keep=[]"
+# shellcheck disable=SC2086
+expect 1 "checkpoint: step 2 not saved: tensor '" "holds NaN at element" \
+    "the last checkpoint, $work/ckpt/div/step-1, is kept" -- train run.yaml $D --trainer.num_train_steps=2
+[ "$(ls ckpt/div)" = "step-1" ] || fail "a diverged run left $(ls ckpt/div), want step-1 alone"
+expect 0 "eval of ckpt/div/step-1: loss" -- eval run.yaml --checkpoint ckpt/div
+
+# 12. --force sets every failing checkpoint newer than the good one aside, not only the latest
+fresh
+cp -r c/a/step-2 c/a/step-3 # records step 2: fails its checks
+E flip c/a/step-4 model.safetensors transformer.wte.weight 16
+expect 1 "pass --force to resume from $work/c/a/step-2 instead (it sets the 2 newer checkpoints" \
+    -- train run.yaml "$R"
+expect 0 "$work/c/a/step-3 fails its checks too; --force: kept as $work/c/a/step-3.damaged" \
+    "resuming run a from $work/c/a/step-2 (step 2 of 4)" -- train run.yaml "$R" --force
+[ -d c/a/step-3.damaged ] && [ -d c/a/step-4.damaged ] ||
+    fail "not both failing checkpoints set aside: $(ls c/a)"
+
+# 13. a shape key changed: the differences are listed, from trainer.json alone (no tensor is
+# read, no earlier checkpoint is offered); with --force, the shapes still must fit
+fresh
+expect 1 "config.model.num_layers: 1 then, 2 now" "pass --force to resume anyway, despite these differences" \
+    -- train run.yaml "$R" --model.num_layers=2
+case $out in *"earlier checkpoint"* | *"the model has"*) fail "a shape change was taken for damage: $out" ;; esac
+expect 1 "the checkpoint does not fit this configuration's model (--force resumes despite" \
+    -- train run.yaml "$R" --model.num_layers=2 --force
+case $out in *"earlier checkpoint"*) fail "--force offered an earlier checkpoint for a shape change: $out" ;; esac
+[ "$(ls c/a)" = "$(ls ckpt/a)" ] || fail "a shape change renamed checkpoints: $(ls c/a)"
+
+# 14. a start that fails after taking the lock leaves no run directory behind, and a directory
+# that was there before stays
+expect 1 "does not divide into 3 heads" -- train run.yaml --trainer.id=nohead --model.num_heads=3
+[ -e ckpt/nohead ] && fail "a failed start left ckpt/nohead: $(ls -A ckpt/nohead)"
+mkdir -p ckpt/there
+expect 1 "does not divide into 3 heads" -- train run.yaml --trainer.id=there --model.num_heads=3
+[ -d ckpt/there ] || fail "a failed start removed a directory that was there before"
 
 if [ $fails -ne 0 ]; then
     echo "test_integrity: $fails failures"
