@@ -153,6 +153,13 @@ out=$(b train run.yaml --trainer.id=r --data.cache_rebuild=true 2>&1) &&
     fail "resumed on other data"
 has "$out" "differs from this one"
 has "$out" "data: \"fnv:"
+# a source of another size: refused; with --rebuild its shard alone is made again
+echo "more text" >> src/part3.txt
+out=$(b cache run.yaml 2>&1) && fail "a source of another size was taken"
+has "$out" "data.cache_dir $work/c was built for other sources (file 4, $work/src/part3.txt, has changed since"
+out=$(b cache run.yaml --rebuild 2>&1) || fail "--rebuild, a source of another size: $out"
+has "$out" "data: $work/src/part3.txt has changed since its shard $work/c/shard-00003.bin was made; tokenizing it again"
+has "$out" "(1 tokenized now, 3 reused"
 
 # 6. a fresh run does not read its sources for the data's digest before training: the digest
 # is taken at its first save, from the shards finished by then (one worker, 16 files: most are
