@@ -997,7 +997,8 @@ bora_status bora_cache_digest(bora_cache *c, uint64_t *digest)
     /* The tokens are a function of these: the tokenizer, how records are read, and each
      * source's content, whose digest a finished shard holds (checked against its source's size
      * and time when it was taken). A source still being tokenized is read here rather than
-     * waited for, so training starts before the cache is complete. */
+     * waited for: a resume needs the digest before its first step. (A new run asks for it at
+     * its first save, when most shards are done.) */
     uint64_t h = bora_fnv1a(BORA_FNV_SEED, "bora-data-1", 11);
     h = bora_fnv1a(h, &c->tok_hash, sizeof c->tok_hash);
     h = bora_fnv1a(h, &c->vocab, sizeof c->vocab);
