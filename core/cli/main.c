@@ -73,8 +73,10 @@ static const command commands[] = {
      "One shard per source file, built by --workers threads (data.cache_workers; the cache is\n"
      "the same for any number) at idle priority; finished shards are kept, so a build that was\n"
      "stopped goes on where it was. bora train does the same in the background and starts\n"
-     "when the first window is ready. --rebuild (data.cache_rebuild) empties a data.cache_dir\n"
-     "that was made for another tokenizer or other sources instead of refusing it.\n"},
+     "when the first window is ready. --rebuild (data.cache_rebuild) makes again what differs\n"
+     "instead of refusing it: a data.cache_dir made for another tokenizer or other sources is\n"
+     "emptied, a source whose content changed or a corrupt shard is tokenized again alone, and\n"
+     "shards whose source's content is the same are kept.\n"},
     {"config", bora_cmd_config, "show a resolved configuration, or the documented keys",
      "bora config show CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...] [--json]\n"
      "       bora config keys [SECTION | KIND NAME]\n"

@@ -77,9 +77,12 @@ static const bora_key data_keys[] = {
      "threads tokenizing files into the cache, at idle priority (0: one per core, at most 8); "
      "the cache is the same for any number (a resume ignores it)"},
     {"cache_rebuild", BORA_KEY_BOOL, 0, "false",
-     "empty and rebuild a cache_dir that was made for another tokenizer or other sources "
-     "(else that is an error); a shard of another tokenizer or an older bora is tokenized "
-     "again either way. A resume ignores it: checkpoints compare the data's content"},
+     "make again what differs instead of refusing it: a cache_dir made for another tokenizer, "
+     "text_key or list of sources is emptied and tokenized again; a source whose content "
+     "changed, and a corrupt shard, are tokenized again alone; shards whose source's content "
+     "is the same are kept (delete the cache_dir to tokenize everything again). A shard of "
+     "another tokenizer or an older bora is tokenized again either way. A resume ignores it: "
+     "checkpoints compare the data's content"},
     {"validation_windows", BORA_KEY_INT, 0, "0",
      "with no validation_urls: hold out this many seq_len windows from the start of "
      "train_urls (before any shuffling) as the validation set; training reads the rest"},

@@ -561,9 +561,11 @@ static void clean_dir(const char *dir, int all)
     closedir(d);
 }
 
-/* meta.json: what the directory was made for. A mismatch is refused (or the directory emptied
- * when rebuild is set), except new modification times alone: the shards of those sources are
- * checked against their content when they are reused (recheck), and meta.json written then. */
+/* meta.json: what the directory was made for. Another tokenizer, text_key or list of sources is
+ * refused (or the directory emptied when rebuild is set). The same list with new modification
+ * times (with rebuild, or sizes) is not: the shards of those sources are checked against their
+ * content when they are reused (recheck; with rebuild, one whose content changed is made
+ * again, and only it), and meta.json written then. */
 static bora_status check_meta(bora_cache *c, int rebuild)
 {
     char path[4200], hex[32];
@@ -599,9 +601,10 @@ static bora_status check_meta(bora_cache *c, int rebuild)
                     if (!p || strcmp(json_object_get_string(p), c->shards[i].path) || !sz ||
                         json_object_get_int64(sz) != (int64_t)c->shards[i].size || !mt ||
                         json_object_get_int64(mt) != c->shards[i].mtime_ns) {
+                        /* its time alone (or, to rebuild, its size): checked when reused */
                         if (p && !strcmp(json_object_get_string(p), c->shards[i].path) && sz &&
-                            json_object_get_int64(sz) == (int64_t)c->shards[i].size) {
-                            c->shards[i].recheck = 1; /* its time alone: checked when reused */
+                            (rebuild || json_object_get_int64(sz) == (int64_t)c->shards[i].size)) {
+                            c->shards[i].recheck = 1;
                             continue;
                         }
                         times_only = 0;
@@ -621,16 +624,17 @@ static bora_status check_meta(bora_cache *c, int rebuild)
                         break;
                     }
                 }
-                if (times_only)
-                    snprintf(why, sizeof why, "other sources (their modification times)");
-                if (times_only && !rebuild) {
+                /* New times alone say nothing of the content: each such shard is checked
+                 * against its source when reused, with or without rebuild (which makes again
+                 * only the shards whose source's content changed). */
+                if (times_only) {
                     c->meta_pending = 1;
                     same = 1;
                 }
             }
         }
         json_object_put(m);
-        if (same && !rebuild)
+        if (same)
             return BORA_OK;
         if (!rebuild)
             return bora_error_set(BORA_ERR_INVALID,
@@ -672,6 +676,15 @@ static bora_status reuse_shard(bora_cache *c, size_t i, int *taken)
     if (st == STALE) {
         bora_log(BORA_LOG_INFO, "data: cache shard %s (of %s) %s; tokenizing it again", path,
                  sh->path, stale);
+        unlink(path);
+        return BORA_OK;
+    }
+    if (st != BORA_OK && c->rebuild) { /* a damaged shard: made again, as asked */
+        char why[1024], *advice;
+        snprintf(why, sizeof why, "%s", bora_error_get());
+        if ((advice = strstr(why, "; delete it or set")))
+            *advice = 0;
+        bora_log(BORA_LOG_INFO, "data: %s; tokenizing it again (data.cache_rebuild)", why);
         unlink(path);
         return BORA_OK;
     }
@@ -984,7 +997,8 @@ bora_status bora_cache_digest(bora_cache *c, uint64_t *digest)
     /* The tokens are a function of these: the tokenizer, how records are read, and each
      * source's content, whose digest a finished shard holds (checked against its source's size
      * and time when it was taken). A source still being tokenized is read here rather than
-     * waited for, so training starts before the cache is complete. */
+     * waited for: a resume needs the digest before its first step. (A new run asks for it at
+     * its first save, when most shards are done.) */
     uint64_t h = bora_fnv1a(BORA_FNV_SEED, "bora-data-1", 11);
     h = bora_fnv1a(h, &c->tok_hash, sizeof c->tok_hash);
     h = bora_fnv1a(h, &c->vocab, sizeof c->vocab);
@@ -1002,16 +1016,19 @@ bora_status bora_cache_digest(bora_cache *c, uint64_t *digest)
                  unread, unread == 1 ? "" : "s");
     *digest = 0;
     for (size_t i = 0; i < c->n; i++) {
+        /* A worker assigns the whole shard when it finishes it: what is read of it here is
+         * copied under the lock (the path string itself lives until bora_cache_free). */
         pthread_mutex_lock(&c->mu);
         int done = c->shards[i].done;
         uint64_t d = c->shards[i].source_digest;
+        const char *path = c->shards[i].path;
         pthread_mutex_unlock(&c->mu);
         if (!done) {
             char *data = NULL;
             size_t len = 0;
-            bora_status st = bora_source_read(c->shards[i].path, &data, &len);
+            bora_status st = bora_source_read(path, &data, &len);
             if (st != BORA_OK)
-                return st;
+                return st; /* its message names the source */
             d = bora_fnv1a(BORA_FNV_SEED, data, len);
             free(data);
         }

@@ -78,7 +78,8 @@ uint64_t bora_cache_key(const bora_cache *c);
 int32_t bora_cache_eos(const bora_cache *c);
 /* The digest of what the tokens are made of: the tokenizer's identity, the text field, how a
  * .txt file is read and each source's content in order (held by its shard; a source not yet
- * tokenized is read for it). Not the directory nor the sources' times. */
+ * tokenized is read for it, and one that cannot be read is an error naming it). Not the
+ * directory nor the sources' times. */
 bora_status bora_cache_digest(bora_cache *c, uint64_t *digest);
 /* Shards found finished when the cache was opened (reused, not tokenized again). */
 size_t bora_cache_reused(const bora_cache *c);

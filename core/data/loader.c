@@ -484,16 +484,21 @@ const char *bora_loader_cache_dir(const bora_loader *l)
     return l->parts ? bora_loader_cache_dir(l->parts[0]) : bora_cache_dir(l->cache);
 }
 
-uint64_t bora_loader_hash(const bora_loader *l)
+bora_status bora_loader_hash(const bora_loader *l, uint64_t *hash)
 {
     uint64_t h = l->hash, digest = 0;
-    if (l->cache && bora_cache_digest(l->cache, &digest) != BORA_OK)
-        return 0;
+    *hash = 0;
+    bora_status st;
+    if (l->cache && (st = bora_cache_digest(l->cache, &digest)) != BORA_OK)
+        return st;
     for (size_t d = 0; d < l->n_parts; d++) {
-        uint64_t ph = bora_loader_hash(l->parts[d]);
+        uint64_t ph;
+        if ((st = bora_loader_hash(l->parts[d], &ph)) != BORA_OK)
+            return st;
         h = bora_fnv1a(h, &ph, sizeof ph);
     }
-    return bora_fnv1a(h, &digest, sizeof digest);
+    *hash = bora_fnv1a(h, &digest, sizeof digest);
+    return BORA_OK;
 }
 
 int32_t bora_loader_eos(const bora_loader *l)

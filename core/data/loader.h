@@ -90,9 +90,10 @@ int64_t bora_loader_windows(bora_loader *l);
 int64_t bora_loader_tokens(bora_loader *l);
 const char *bora_loader_cache_dir(const bora_loader *l);
 /* What the batches are made of: the digest of the data's content (bora_cache_digest) with
- * seq_len, the mixture's blocks or the held-out windows; 0 when a source cannot be read. Not
- * where the cache lives nor the sources' times. */
-uint64_t bora_loader_hash(const bora_loader *l);
+ * seq_len, the mixture's blocks or the held-out windows, into *hash. Not where the cache lives
+ * nor the sources' times. A source not yet tokenized is read for it: one that cannot be read
+ * is an error naming it (and *hash is 0, never to be recorded). */
+bora_status bora_loader_hash(const bora_loader *l, uint64_t *hash);
 /* The keyed permutation of [0, n) the shuffled loader uses: a bijection for any n >= 1. */
 uint64_t bora_permute(uint64_t seed, uint64_t n, uint64_t i);
 

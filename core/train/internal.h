@@ -59,7 +59,8 @@ typedef struct trainer {
     int64_t seq_len;
     int32_t *ids, *targets, *segs;
     /* what a checkpoint records */
-    char *config_json, *record_json;
+    char *config_json, *record_json; /* the record without the data's digest */
+    char *determinism_json;          /* with it: made at the first save or a resume */
     int force;
     int64_t cache_workers; /* bora cache --workers */
     int cache_rebuild;     /* bora cache --rebuild */
@@ -74,7 +75,8 @@ int tr_permanent(const trainer *t, int64_t step);
 void tr_cpu_model(char *buf, size_t cap);
 /* "key": "value" (and ", " when comma). */
 void tr_json_kv(FILE *f, const char *key, const char *value, int comma);
-/* What a checkpoint records of this run (host, plugins, data) and its configuration as JSON. */
+/* What a checkpoint records of this run (host, plugins) and its configuration as JSON; the
+ * digest of the data's content is added when first needed (tr_save, tr_restore). */
 bora_status tr_make_record(trainer *t);
 bora_status tr_save(trainer *t, int64_t step);
 /* Resume from the run's latest checkpoint, or start from load_checkpoint, or from scratch.

@@ -116,10 +116,7 @@ bora_status tr_make_record(trainer *t)
     plugin_line(buf, sizeof buf, t->model_entry);
     tr_json_kv(f, "model_plugin", buf, 1);
     plugin_line(buf, sizeof buf, t->opt_entry);
-    tr_json_kv(f, "optimizer_plugin", buf, 1);
-    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the data's content)",
-             bora_loader_hash(t->loader));
-    tr_json_kv(f, "data", buf, 0);
+    tr_json_kv(f, "optimizer_plugin", buf, 0);
     fputs("}", f);
     if (fclose(f) != 0 || !text)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
@@ -133,6 +130,39 @@ bora_status tr_make_record(trainer *t)
     if (fclose(f) != 0 || !text)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     t->config_json = text;
+    return BORA_OK;
+}
+
+/* The record with the digest of the data's content: made when first needed (the first save, or
+ * a resume's comparison), not at start, since a source not yet tokenized is read in full for
+ * it (for a URL, a second download) and training starts before the cache is complete. By a
+ * fresh run's first save most shards hold their source's digest. A source that cannot be read
+ * stops the run: a wrong digest in a checkpoint would refuse every resume from it. */
+static bora_status make_data_record(trainer *t)
+{
+    if (t->determinism_json)
+        return BORA_OK;
+    uint64_t hash;
+    bora_status st = bora_loader_hash(t->loader, &hash);
+    if (st != BORA_OK)
+        return bora_error_set(st,
+                              "data: cannot take the digest of the data's content that a "
+                              "checkpoint records: %s; make the source readable and run again "
+                              "(a resume goes on from the last checkpoint)",
+                              bora_error_get());
+    char *text = NULL, buf[128];
+    size_t len = 0, n = strlen(t->record_json);
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    fwrite(t->record_json, 1, n - 1, f); /* without its closing brace */
+    fputs(", ", f);
+    snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the data's content)", hash);
+    tr_json_kv(f, "data", buf, 0);
+    fputs("}", f);
+    if (fclose(f) != 0 || !text)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    t->determinism_json = text;
     return BORA_OK;
 }
 
@@ -155,7 +185,8 @@ static char *trainer_json(const trainer *t, int64_t step)
             ",\n  \"rng\": {\"generator\": \"philox4x32-10\", \"seed\": %" PRId64
             ", \"next_batch\": %" PRId64 "},\n",
             t->seed, step);
-    fprintf(f, "  \"determinism\": %s,\n  \"config\": %s\n}\n", t->record_json, t->config_json);
+    fprintf(f, "  \"determinism\": %s,\n  \"config\": %s\n}\n", t->determinism_json,
+            t->config_json);
     if (fclose(f) != 0)
         return NULL;
     return text;
@@ -239,7 +270,7 @@ static bora_status check_resume(trainer *t, const char *dir, int64_t *step, int 
                               dir);
     }
     *step = json_object_get_int64(jstep);
-    json_object *now_rec = json_tokener_parse(t->record_json);
+    json_object *now_rec = json_tokener_parse(t->determinism_json);
     json_object *now_conf = json_tokener_parse(t->config_json);
     char *report = NULL;
     size_t len = 0;
@@ -290,9 +321,6 @@ static int temporary(const trainer *t, int64_t step)
 
 bora_status tr_save(trainer *t, int64_t step)
 {
-    char *json = trainer_json(t, step);
-    if (!json)
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
     char dir[4200];
     /* Every metric up to this step is made durable first: a run resumed from this checkpoint
@@ -303,10 +331,17 @@ bora_status tr_save(trainer *t, int64_t step)
     if (bora_now_s() - t0 > 1.0)
         printf("checkpoint: waited %.1f s for the trackers to take %zu queued calls\n",
                bora_now_s() - t0, queued);
+    fflush(stdout);
+    bora_status st = make_data_record(t);
+    if (st != BORA_OK)
+        return st;
+    char *json = trainer_json(t, step);
+    if (!json)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     t0 = bora_now_s();
     printf("checkpoint: saving step %" PRId64 " to %s/step-%" PRId64 "\n", step, t->run_dir, step);
     fflush(stdout);
-    bora_status st = bora_ckpt_save(t->store, oops->slots, t->run_dir, step, json, dir, sizeof dir);
+    st = bora_ckpt_save(t->store, oops->slots, t->run_dir, step, json, dir, sizeof dir);
     free(json);
     if (st != BORA_OK) {
         /* The previous checkpoints stay: none is removed before a save succeeds. */
@@ -376,6 +411,10 @@ bora_status tr_restore(trainer *t, int64_t *start)
         int64_t step = 0;
         int differs = 0;
         snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, steps[n - 1]);
+        if ((st = make_data_record(t)) != BORA_OK) {
+            free(steps);
+            return st;
+        }
         st = check_resume(t, dir, &step, &differs);
         if (st == BORA_OK)
             st = bora_ckpt_load(t->store, oops->slots, dir);

@@ -502,6 +502,7 @@ void tr_teardown(trainer *t)
     free(t->keep);
     free(t->config_json);
     free(t->record_json);
+    free(t->determinism_json);
 }
 
 int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)

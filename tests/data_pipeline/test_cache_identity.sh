@@ -7,7 +7,8 @@
 # data.cache_rebuild: true, another cache_dir and cache_workers all resume to the weights of a
 # run never interrupted, and a source with other content (its size unchanged) is refused, by
 # the cache (with meta.json or without; --rebuild makes that shard again) and, rebuilt, by the
-# resume, naming data.
+# resume, naming data. data.cache_rebuild makes again a damaged shard and keeps a touched
+# source's shard. A fresh run takes the data's digest at its first save, not before training.
 # usage: test_cache_identity.sh BORA PLUGIN_DIR TOKENIZER OTHER_TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 other=$4 text=$5 work=$6
@@ -95,6 +96,11 @@ PY
 out=$(b train run.yaml --data.cache_dir=g --trainer.id=h 2>&1) && fail "an id past the vocabulary was taken"
 has "$out" "cache shard g/shard-00001.bin (of $work/src/part1.txt): token 5 is id 300, outside the tokenizer's 257 ids"
 case $out in *"kernel"*) fail "the bad id reached a kernel: $out" ;; esac
+# data.cache_rebuild makes that shard again, and only it
+out=$(b cache run.yaml --data.cache_dir=g --rebuild 2>&1) || fail "--rebuild, a bad shard: $out"
+has "$out" "data: cache shard g/shard-00001.bin (of $work/src/part1.txt): token 5 is id 300, outside the tokenizer's 257 ids; tokenizing it again (data.cache_rebuild)"
+has "$out" "(1 tokenized now, 3 reused"
+cmp -s g/shard-00001.bin f/shard-00001.bin || fail "the bad shard made again differs"
 
 # 4. resumes: a run never interrupted, then one resumed from step 4 after each change (bora
 # cache completes the cache first where a check needs every shard: a run may end before its
@@ -118,8 +124,12 @@ resume r
 has "$out" "data: $work/src/part1.txt has a new modification time; read again, its content is the same"
 out=$(b train run.yaml --trainer.id=r --trainer.num_train_steps=8 2>&1)
 case $out in *"read again"*) fail "the touched source was read again twice: $out" ;; esac
+# data.cache_rebuild: true makes again what differs, not the shards of a touched source whose
+# content is the same
+touch src/part2.txt
 resume r --data.cache_rebuild=true
-has "$out" "rebuilding the cache in $work/c"
+has "$out" "data: $work/src/part2.txt has a new modification time; read again, its content is the same"
+case $out in *"rebuilding"* | *"tokenizing"*) fail "cache_rebuild after a touch made shards again: $out" ;; esac
 resume r --data.cache_dir="$work/other" --data.cache_workers=1
 # the default directory, keyed by the sources' times: a touch makes a new one, the same data
 out=$(b train run.yaml --trainer.id=d --data.cache_dir= 2>&1) || fail "run d: $out"
@@ -143,6 +153,34 @@ out=$(b train run.yaml --trainer.id=r --data.cache_rebuild=true 2>&1) &&
     fail "resumed on other data"
 has "$out" "differs from this one"
 has "$out" "data: \"fnv:"
+# a source of another size: refused; with --rebuild its shard alone is made again
+echo "more text" >> src/part3.txt
+out=$(b cache run.yaml 2>&1) && fail "a source of another size was taken"
+has "$out" "data.cache_dir $work/c was built for other sources (file 4, $work/src/part3.txt, has changed since"
+out=$(b cache run.yaml --rebuild 2>&1) || fail "--rebuild, a source of another size: $out"
+has "$out" "data: $work/src/part3.txt has changed since its shard $work/c/shard-00003.bin was made; tokenizing it again"
+has "$out" "(1 tokenized now, 3 reused"
+
+# 6. a fresh run does not read its sources for the data's digest before training: the digest
+# is taken at its first save, from the shards finished by then (one worker, 16 files: most are
+# still to be tokenized when the first step runs)
+mkdir -p many && split -n l/16 -d -a 2 all.txt many/p && for f in many/p??; do mv "$f" "$f.txt"; done
+sed "s|src/part{0..3}.txt|many/p{00..15}.txt|; s|cache_dir: .*|cache_dir: $work/lazy|" run.yaml > lazy.yaml
+out=$(b train lazy.yaml --trainer.id=lazy --data.cache_workers=1 --trainer.num_train_steps=5 2>&1) ||
+    fail "run lazy: $out"
+first_step=$(echo "$out" | grep -n '^step 1/' | cut -d: -f1)
+reading=$(echo "$out" | grep -n 'not yet tokenized for the digest' | cut -d: -f1)
+[ -n "$first_step" ] || fail "no step 1: $out"
+[ -z "$reading" ] || [ "$reading" -gt "${first_step:-0}" ] ||
+    fail "the sources were read for the digest before the first step: $out"
+[ "$(echo "$out" | grep -c 'not yet tokenized for the digest')" -le 1 ] ||
+    fail "the sources were read for the digest more than once: $out"
+grep -q '"data": "fnv:' ckpt/lazy/step-5/trainer.json || fail "no data digest in the checkpoint"
+out=$(b cache lazy.yaml 2>&1) || fail "cache lazy: $out"
+rm -rf ckpt/lazy/step-5
+out=$(b train lazy.yaml --trainer.id=lazy --trainer.num_train_steps=5 2>&1) ||
+    fail "resume lazy (the digest taken while tokenizing, then from the shards): $out"
+has "$out" "resuming run lazy from $work/ckpt/lazy/step-4"
 
 [ $fails -eq 0 ] && echo "test_cache_identity: ok" || echo "test_cache_identity: $fails failures"
 [ $fails -eq 0 ]

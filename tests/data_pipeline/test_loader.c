@@ -11,6 +11,8 @@
 #include "data/loader.h"
 #include "util/log.h"
 
+#include <unistd.h>
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -317,6 +319,46 @@ int main(int argc, char **argv)
     bora_loader_free(mix);
     bora_loader_free(only[0]);
     bora_loader_free(only[1]);
+
+    /* The data's digest reads a source not yet tokenized: one that cannot be read is an error
+     * naming it, never a digest. One worker has 16 files of 64 kB to tokenize before it reaches
+     * the last, which is deleted as soon as the first window is ready. */
+    {
+        char many[17][1100], *body = malloc(65537);
+        const char *urls_many[17];
+        CHECK(body != NULL);
+        for (int i = 0; body && i < 65536; i++)
+            body[i] = (char)('a' + i % 26);
+        if (body)
+            body[65536] = 0;
+        for (int i = 0; body && i < 17; i++) {
+            snprintf(many[i], sizeof many[i], "%s/many-%02d.txt", argv[2], i);
+            write_file(many[i], body);
+            urls_many[i] = many[i];
+        }
+        free(body);
+        bora_loader_opts mo = {.urls = urls_many,
+                               .n_urls = 17,
+                               .text_key = "text",
+                               .tok = tok,
+                               .seq_len = 4,
+                               .seed = 5,
+                               .workers = 1};
+        char many_cache[1100];
+        snprintf(many_cache, sizeof many_cache, "%s/many-cache", argv[2]);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", many_cache); /* nothing reused from a last run */
+        CHECK(system(cmd) == 0);
+        mo.cache_dir = many_cache;
+        uint64_t hash = 1;
+        CHECK(bora_loader_open(&mo, &l) == BORA_OK);
+        if (l) {
+            CHECK(unlink(many[16]) == 0);
+            CHECK(bora_loader_hash(l, &hash) != BORA_OK);
+            CHECK(hash == 0);
+            CHECK_CONTAINS(bora_error_get(), "many-16.txt: ");
+        }
+        bora_loader_free(l);
+    }
 
     /* The permutation is a bijection, and another seed gives another order. */
     const uint64_t sizes[] = {1, 2, 3, 7, 64, 65, 1000, 12345, 65536};
