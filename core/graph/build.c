@@ -14,27 +14,49 @@
 
 /* ---- names ------------------------------------------------------------------------------- */
 
+/* Every name a graph uses, each stored once for the process's life: names compare by pointer.
+ * An open-addressed hash table (at most half full), since each node's label is a new name: a
+ * list searched from the start made building quadratic in the graph's size. */
 static char **g_interned;
 static size_t g_n_interned, g_cap_interned;
+
+static size_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return (size_t)h;
+}
 
 const char *g_intern(const char *s)
 {
     if (!s)
         return NULL;
-    for (size_t i = 0; i < g_n_interned; i++)
-        if (!strcmp(g_interned[i], s))
-            return g_interned[i];
-    if (g_n_interned == g_cap_interned) {
-        size_t cap = g_cap_interned ? g_cap_interned * 2 : 64;
-        char **n = realloc(g_interned, cap * sizeof *n);
-        if (!n)
+    if (2 * (g_n_interned + 1) > g_cap_interned) {
+        size_t cap = g_cap_interned ? g_cap_interned * 2 : 1024;
+        char **t = calloc(cap, sizeof *t);
+        if (!t)
             return NULL;
-        g_interned = n;
+        for (size_t i = 0; i < g_cap_interned; i++)
+            if (g_interned[i])
+                for (size_t j = name_hash(g_interned[i]) & (cap - 1);; j = (j + 1) & (cap - 1))
+                    if (!t[j]) {
+                        t[j] = g_interned[i];
+                        break;
+                    }
+        free(g_interned);
+        g_interned = t;
         g_cap_interned = cap;
     }
+    size_t j = name_hash(s) & (g_cap_interned - 1);
+    for (; g_interned[j]; j = (j + 1) & (g_cap_interned - 1))
+        if (!strcmp(g_interned[j], s))
+            return g_interned[j];
     char *copy = bora_strdup(s);
-    if (copy)
-        g_interned[g_n_interned++] = copy;
+    if (copy) {
+        g_interned[j] = copy;
+        g_n_interned++;
+    }
     return copy;
 }
 
@@ -271,12 +293,10 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
             g_fail(g, "parameter '%s' is declared again with another shape or dtype", name);
             return NULL;
         }
-        for (size_t i = 0; i < g->n_vals; i++)
-            if (g->vals[i]->base == g->vals[i] && g->vals[i]->storage == S_PARAM &&
-                g->vals[i]->slot == at) {
-                g_fail(g, "parameter '%s' is declared twice in one graph", name);
-                return NULL;
-            }
+        if (p->declared_in == g->serial) {
+            g_fail(g, "parameter '%s' is declared twice in one graph", name);
+            return NULL;
+        }
     } else {
         if (s->params) {
             g_fail(g, "parameter '%s' is new after the store was allocated", name);
@@ -305,12 +325,17 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
         p->nbytes = n * bora_dtype_size(dtype);
         s->param_bytes += (p->nbytes + 63) & ~(size_t)63; /* each parameter 64-byte aligned */
         at = (long)s->n_slots++;
+        if (g_store_index(s, at)) {
+            g_fail(g, "out of memory");
+            return NULL;
+        }
     }
     gval *v = g_leaf(g, G_PARAM, name, dtype, ndim, axes);
     if (v) {
         v->storage = S_PARAM;
         v->slot = (int)at;
         v->requires_grad = 1;
+        s->slots[at].declared_in = g->serial;
     }
     return v;
 }
@@ -917,6 +942,8 @@ g_graph *g_graph_new(g_store *store, int mode)
     g_graph *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
+    static uint64_t serial;
+    g->serial = ++serial;
     g->pub.api = &g_api;
     g->store = store;
     g->mode = mode;

@@ -21,7 +21,6 @@
     } while (0)
 
 /* build.c */
-void *g_grow(void *arr, size_t *cap, size_t n, size_t elem);
 int g_is_float(int dtype);
 int g_check_axes(g_graph *g, const char *what, const char *name, int32_t ndim,
                  const bora_axis *axes);

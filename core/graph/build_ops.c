@@ -789,6 +789,8 @@ static gval *store_leaf(g_graph *g, long slot, int storage, int state, const cha
         v->storage = storage;
         v->slot = (int)slot;
         v->state = state;
+        if (storage == S_PARAM)
+            g->store->slots[slot].declared_in = g->serial;
     }
     return v;
 }

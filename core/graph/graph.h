@@ -106,6 +106,7 @@ typedef struct g_slot {
     bora_init init;
     uint32_t flags;
     size_t offset, nbytes; /* in the parameter block, and the same in the gradient block */
+    uint64_t declared_in;  /* the serial of the last graph with a leaf over this parameter */
 } g_slot;
 
 /* One model-state buffer (bora_graph_api.state): a KV cache. */
@@ -124,6 +125,8 @@ struct g_store {
     const char *backend_name;
     g_slot *slots;
     size_t n_slots, cap_slots;
+    long *slot_index; /* slot + 1 by name hash, open-addressed, at most half full (0: empty) */
+    size_t cap_slot_index;
     size_t param_bytes;
     bora_buffer *params, *grads, *arena, *states;
     char *param_ptr, *grad_ptr, *arena_ptr, *state_ptr;
@@ -161,7 +164,8 @@ typedef struct g_input {
 } g_input;
 
 typedef struct g_graph {
-    bora_graph pub; /* the api pointer, first */
+    bora_graph pub;  /* the api pointer, first */
+    uint64_t serial; /* one per graph made in the process */
     int mode;
     g_store *store;
     gnode **nodes;
@@ -223,6 +227,8 @@ bora_status g_store_refresh_shadows(g_store *s);
 bora_status g_store_zero_model_state(g_store *s);
 /* Find a slot by name, or -1. */
 long g_store_find(const g_store *s, const char *name);
+/* Index slot at (just added) for g_store_find. 0, or -1 out of memory. */
+int g_store_index(g_store *s, long at);
 /* The Philox-derived initial value of element i of a parameter (f64). */
 double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i);
 
@@ -283,6 +289,8 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
 /* The number of elements of a value. */
 int64_t g_numel(const gval *v);
 const char *g_op_name(int op);
+/* arr with room for at least n + 1 elements of elem bytes (cap doubled), or NULL. */
+void *g_grow(void *arr, size_t *cap, size_t n, size_t elem);
 /* Plan fused groups over the chosen kernels (fuse.c); -1 out of memory. */
 int g_plan_fusion(g_graph *g, const char *needed);
 void g_fused_free_all(g_graph *g);

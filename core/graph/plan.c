@@ -459,18 +459,123 @@ typedef struct interval {
     size_t bytes;
 } interval;
 
-/* Placement order: the largest first (then by first use, then id), each at the lowest offset
- * free over its lifetime. The large buffers settle first and the small ones fill the gaps
- * between them; placing by first use instead left GPT-2 124M's train arena 6-10% above the
- * most that is ever live at once, which this order reaches. */
-static int by_size(const void *a, const void *b)
+/* Placement: values are taken in the order they come into use (the largest first among those
+ * starting at one node), each put in the smallest free gap that holds it (the lowest such), and
+ * its bytes freed after its last use, neighbouring gaps joined. Each value costs a scan of the
+ * free gaps, not of every value placed before it: the greedy this replaced (the largest value
+ * first, each at the lowest offset free over its lifetime, checked against all placed values
+ * until none moved it) took cubic time in the number of layers. */
+static int by_first_use(const void *a, const void *b)
 {
     const interval *x = a, *y = b;
-    if (x->bytes != y->bytes)
-        return x->bytes > y->bytes ? -1 : 1;
     if (x->v->first_use != y->v->first_use)
         return x->v->first_use < y->v->first_use ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
     return x->v->id < y->v->id ? -1 : 1;
+}
+
+static int by_last_use(const void *a, const void *b)
+{
+    const interval *x = *(const interval *const *)a, *y = *(const interval *const *)b;
+    if (x->v->last_use != y->v->last_use)
+        return x->v->last_use < y->v->last_use ? -1 : 1;
+    return x->v->id < y->v->id ? -1 : 1;
+}
+
+typedef struct gap {
+    size_t at, bytes;
+} gap;
+
+typedef struct free_list {
+    gap *gaps; /* free bytes below top, by offset, none touching another */
+    size_t n, cap;
+    size_t top; /* the arena's end so far */
+} free_list;
+
+/* The offset of bytes taken from the smallest gap that holds them, or from the top. */
+static size_t fl_take(free_list *fl, size_t bytes)
+{
+    size_t best = fl->n;
+    for (size_t i = 0; i < fl->n; i++)
+        if (fl->gaps[i].bytes >= bytes &&
+            (best == fl->n || fl->gaps[i].bytes < fl->gaps[best].bytes))
+            best = i;
+    if (best == fl->n) { /* the last gap, where it ends at the top, grows into it */
+        if (fl->n && fl->gaps[fl->n - 1].at + fl->gaps[fl->n - 1].bytes == fl->top) {
+            size_t at = fl->gaps[--fl->n].at;
+            fl->top = at + bytes;
+            return at;
+        }
+        fl->top += bytes;
+        return fl->top - bytes;
+    }
+    size_t at = fl->gaps[best].at;
+    fl->gaps[best].at += bytes;
+    fl->gaps[best].bytes -= bytes;
+    if (!fl->gaps[best].bytes) {
+        memmove(&fl->gaps[best], &fl->gaps[best + 1], (fl->n - best - 1) * sizeof *fl->gaps);
+        fl->n--;
+    }
+    return at;
+}
+
+/* Give [at, at + bytes) back, joined with the gaps it touches. 0, or -1 out of memory. */
+static int fl_give(free_list *fl, size_t at, size_t bytes)
+{
+    size_t lo = 0, hi = fl->n; /* the first gap above at */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (fl->gaps[mid].at < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int join_prev = lo > 0 && fl->gaps[lo - 1].at + fl->gaps[lo - 1].bytes == at;
+    int join_next = lo < fl->n && at + bytes == fl->gaps[lo].at;
+    if (join_prev && join_next) {
+        fl->gaps[lo - 1].bytes += bytes + fl->gaps[lo].bytes;
+        memmove(&fl->gaps[lo], &fl->gaps[lo + 1], (fl->n - lo - 1) * sizeof *fl->gaps);
+        fl->n--;
+    } else if (join_prev) {
+        fl->gaps[lo - 1].bytes += bytes;
+    } else if (join_next) {
+        fl->gaps[lo].at = at;
+        fl->gaps[lo].bytes += bytes;
+    } else {
+        gap *gaps = g_grow(fl->gaps, &fl->cap, fl->n, sizeof *gaps);
+        if (!gaps)
+            return -1;
+        fl->gaps = gaps;
+        memmove(&fl->gaps[lo + 1], &fl->gaps[lo], (fl->n - lo) * sizeof *fl->gaps);
+        fl->gaps[lo] = (gap){at, bytes};
+        fl->n++;
+    }
+    return 0;
+}
+
+/* Offsets for the n values of iv (sorted here) and the arena's size. 0, or -1 out of memory. */
+static int place(interval *iv, size_t n, size_t *arena_bytes)
+{
+    free_list fl = {0};
+    interval **ends = malloc((n ? n : 1) * sizeof *ends);
+    if (!ends)
+        return -1;
+    qsort(iv, n, sizeof *iv, by_first_use);
+    for (size_t i = 0; i < n; i++)
+        ends[i] = &iv[i];
+    qsort(ends, n, sizeof *ends, by_last_use);
+    size_t e = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        for (; e < n && ends[e]->v->last_use < iv[i].v->first_use && !rc; e++)
+            rc = fl_give(&fl, (size_t)ends[e]->v->arena_offset, ends[e]->bytes);
+        iv[i].v->arena_offset = (int64_t)fl_take(&fl, iv[i].bytes);
+    }
+    *arena_bytes = fl.top;
+    free(fl.gaps);
+    free(ends);
+    return rc;
 }
 
 bora_status g_finalize(g_graph *g)
@@ -600,27 +705,8 @@ bora_status g_finalize(g_graph *g)
         iv[n_iv++] = (interval){v, (value_bytes(v) + 63) & ~(size_t)63};
         g->naive_bytes += iv[n_iv - 1].bytes;
     }
-    qsort(iv, n_iv, sizeof *iv, by_size);
-    g->arena_bytes = 0;
-    for (size_t i = 0; i < n_iv; i++) {
-        size_t offset = 0;
-        for (int moved = 1; moved;) {
-            moved = 0;
-            for (size_t j = 0; j < i; j++) {
-                const gval *o = iv[j].v;
-                int overlap_t =
-                    o->last_use >= iv[i].v->first_use && o->first_use <= iv[i].v->last_use;
-                size_t o_start = (size_t)o->arena_offset, o_end = o_start + iv[j].bytes;
-                if (overlap_t && offset < o_end && o_start < offset + iv[i].bytes) {
-                    offset = o_end;
-                    moved = 1;
-                }
-            }
-        }
-        iv[i].v->arena_offset = (int64_t)offset;
-        if (offset + iv[i].bytes > g->arena_bytes)
-            g->arena_bytes = offset + iv[i].bytes;
-    }
+    if (place(iv, n_iv, &g->arena_bytes))
+        g_fail(g, "out of memory");
     free(iv);
     if (g->arena_bytes > g->store->arena_bytes)
         g->store->arena_bytes = g->arena_bytes;

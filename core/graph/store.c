@@ -95,6 +95,7 @@ void g_store_free(g_store *s)
     for (size_t i = 0; i < s->n_slots; i++)
         free(s->slots[i].name);
     free(s->slots);
+    free(s->slot_index);
     for (size_t i = 0; i < s->n_mstates; i++)
         free(s->mstates[i].name);
     free(s->mstates);
@@ -113,12 +114,50 @@ void g_store_free(g_store *s)
     free(s);
 }
 
+static size_t slot_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return (size_t)h;
+}
+
+/* By hash, not a search of every slot: a model declares its parameters one by one, and a
+ * search of those before each made building quadratic in the number of layers. */
 long g_store_find(const g_store *s, const char *name)
 {
-    for (size_t i = 0; i < s->n_slots; i++)
-        if (!strcmp(s->slots[i].name, name))
-            return (long)i;
+    if (!s->cap_slot_index)
+        return -1;
+    size_t mask = s->cap_slot_index - 1;
+    for (size_t j = slot_hash(name) & mask; s->slot_index[j]; j = (j + 1) & mask)
+        if (!strcmp(s->slots[s->slot_index[j] - 1].name, name))
+            return s->slot_index[j] - 1;
     return -1;
+}
+
+int g_store_index(g_store *s, long at)
+{
+    if (2 * s->n_slots > s->cap_slot_index) {
+        size_t cap = s->cap_slot_index ? s->cap_slot_index * 2 : 256;
+        long *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        free(s->slot_index);
+        s->slot_index = t;
+        s->cap_slot_index = cap;
+        for (size_t i = 0; i < s->n_slots; i++)
+            if ((long)i != at)
+                for (size_t j = slot_hash(s->slots[i].name) & (cap - 1);; j = (j + 1) & (cap - 1))
+                    if (!t[j]) {
+                        t[j] = (long)i + 1;
+                        break;
+                    }
+    }
+    size_t mask = s->cap_slot_index - 1, j = slot_hash(s->slots[at].name) & mask;
+    while (s->slot_index[j])
+        j = (j + 1) & mask;
+    s->slot_index[j] = at + 1;
+    return 0;
 }
 
 static void store_value(void *dst, int dtype, double v)
