@@ -972,6 +972,7 @@ void g_graph_free(g_graph *g)
     free(g->vals);
     free(g->inputs);
     free(g->checkpoints);
+    free(g->readers);
     free(g);
 }
 

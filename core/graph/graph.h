@@ -198,6 +198,7 @@ typedef struct g_graph {
     double *prof_s;                   /* BORA_PROFILE: seconds per node, over prof_runs runs */
     uint64_t prof_runs;
     struct g_mem *mem;
+    int *readers; /* during g_finalize's rewrites: inputs reading each base (by value id) */
 } g_graph;
 
 /* ---- the store ---------------------------------------------------------------------------- */

@@ -51,18 +51,35 @@ static int has_kernel(g_graph *g, int op, gval *const *operands, int n)
     return g->store->ops->kernel(g->store->backend, (uint32_t)op, dtypes, (uint32_t)n) != NULL;
 }
 
-/* Whether no node but a and b reads base's storage (views are not readers; their readers are). */
-static int read_only_by(const g_graph *g, const gval *base, const gnode *a, const gnode *b)
+/* The rewrites below ask whether a value's storage has readers other than the nodes they
+ * rewrite; each base's count of reading inputs (g->readers, by value id) answers that without a
+ * pass over every node per question, which made the rewrites quadratic in the graph's size. A
+ * rewrite that changes who reads what counts again (once per graph) or adjusts the counts. */
+static void count_readers(g_graph *g)
 {
+    memset(g->readers, 0, g->n_vals * sizeof *g->readers);
     for (size_t i = 0; i < g->n_nodes; i++) {
         const gnode *n = g->nodes[i];
-        if (n == a || n == b || n->op == G_VIEW)
-            continue;
-        for (int k = 0; k < n->nin; k++)
-            if (n->in[k]->base == base)
-                return 0;
+        if (n->op != G_VIEW)
+            for (int k = 0; k < n->nin; k++)
+                g->readers[n->in[k]->base->id]++;
     }
-    return 1;
+}
+
+/* How many of n's inputs read base's storage (views are not readers; their readers are). */
+static int reads_of(const gnode *n, const gval *base)
+{
+    int r = 0;
+    if (n->op != G_VIEW)
+        for (int k = 0; k < n->nin; k++)
+            r += n->in[k]->base == base;
+    return r;
+}
+
+/* Whether no node but a and b reads base's storage. */
+static int read_only_by(const g_graph *g, const gval *base, const gnode *a, const gnode *b)
+{
+    return g->readers[base->id] == reads_of(a, base) + (b != a ? reads_of(b, base) : 0);
 }
 
 /* Whether y's gradient may be written over x's storage: x is the whole of a dense arena base
@@ -118,6 +135,8 @@ static void fuse_sum_squares(g_graph *g)
             continue;
         S->op = BORA_OP_SUM_SQUARES;
         S->in[0] = x;
+        g->readers[m->id]--;
+        g->readers[x->base->id]++;
     }
 }
 
@@ -196,6 +215,7 @@ static int fuse_xent(g_graph *g)
                 if (g->vals[v]->base == dl && g->vals[v] != dl)
                     g->vals[v]->base = x->base;
             dl->base = x->base;
+            count_readers(g);
             yi = 0; /* ids moved: look again from the start */
         }
         free(move);
@@ -299,6 +319,7 @@ static void scatter_into(g_graph *g)
             g->nodes[ai] = S;
             drop_node(g, si);
             free(A);
+            count_readers(g);
             ai = si; /* go on from S's old place */
             break;
         }
@@ -350,7 +371,9 @@ static void bias_into_matmul(g_graph *g)
             gval *operands[4] = {M->in[0], M->in[1], b, c};
             if (!has_kernel(g, BORA_OP_MATMUL, operands, 4))
                 continue;
-            rebase(g, z, c); /* the same elements in the same order */
+            g->readers[c->id] += g->readers[z->id] - 1; /* A's read of c gone, z's readers c's */
+            g->readers[z->id] = 0;                      /* (and b's read moved from A to M) */
+            rebase(g, z, c);                            /* the same elements in the same order */
             z->node = M;
             M->in[M->nin++] = b;
             drop_node(g, ai);
@@ -398,6 +421,7 @@ static void xent_writes_bf16(g_graph *g)
         c->node = X;
         drop_node(g, (size_t)C->id);
         free(C);
+        count_readers(g);
     }
 }
 
@@ -592,6 +616,13 @@ bora_status g_finalize(g_graph *g)
         free(iv);
         return g_fail(g, "out of memory");
     }
+    g->readers = calloc(g->n_vals ? g->n_vals : 1, sizeof *g->readers);
+    if (!g->readers) {
+        free(needed);
+        free(iv);
+        return g_fail(g, "out of memory");
+    }
+    count_readers(g);
     const char *nf = getenv("BORA_NO_FUSION");
     int fusion = !(nf && *nf && strcmp(nf, "0"));
     if (fusion && fuse_xent(g)) {
@@ -611,6 +642,8 @@ bora_status g_finalize(g_graph *g)
         free(iv);
         return g_fail(g, "out of memory");
     }
+    free(g->readers);
+    g->readers = NULL;
     mark_needed(g, needed);
 
     /* Liveness of arena values: from the producing node to the last node reading the value or
