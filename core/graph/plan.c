@@ -349,9 +349,10 @@ static void bias_into_matmul(g_graph *g)
 {
     if (!g->store->matmul_bias)
         return;
+    size_t dropped = 0;
     for (size_t ai = 0; ai < g->n_nodes; ai++) {
         gnode *A = g->nodes[ai];
-        if (A->op != BORA_OP_ADD || A->nin != 2 || A->nout != 1)
+        if (!A || A->op != BORA_OP_ADD || A->nin != 2 || A->nout != 1)
             continue;
         gval *z = A->out[0];
         if (z->base != z || z->storage != S_ARENA || z == g->output->base || z->ndim < 1 ||
@@ -373,15 +374,30 @@ static void bias_into_matmul(g_graph *g)
                 continue;
             g->readers[c->id] += g->readers[z->id] - 1; /* A's read of c gone, z's readers c's */
             g->readers[z->id] = 0;                      /* (and b's read moved from A to M) */
-            rebase(g, z, c);                            /* the same elements in the same order */
+            z->base = c; /* the same elements in the same order; z's views follow below */
             z->node = M;
             M->in[M->nin++] = b;
-            drop_node(g, ai);
+            g->nodes[ai] = NULL;
             free(A);
-            ai--;
+            dropped++;
             break;
         }
     }
+    if (!dropped)
+        return;
+    /* the ADDs out of the order, and the views of their results onto the products' storage, in
+     * one pass each (one at a time, they made this rewrite quadratic in the graph's size) */
+    size_t k = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]) {
+            g->nodes[k] = g->nodes[i];
+            g->nodes[k]->id = (int)k;
+            k++;
+        }
+    g->n_nodes = k;
+    for (size_t v = 0; v < g->n_vals; v++)
+        while (g->vals[v]->base->base != g->vals[v]->base)
+            g->vals[v]->base = g->vals[v]->base->base;
 }
 
 /* Under trainer.mp c=bf16 the fused cross-entropy's gradient (written over the logits) reaches
@@ -433,7 +449,33 @@ static void xent_writes_bf16(g_graph *g)
  * out. BORA_NO_FUSION turns it off. 0, or -1 out of memory. */
 static int read_bf16_directly(g_graph *g)
 {
-    for (size_t wi = 0; wi < g->n_nodes; wi++) {
+    /* Each base's reading inputs (nodes and views alike), listed once: a scan of every later
+     * node per widening made this rewrite quadratic in the graph's size. The rewrite moves
+     * nodes (ids kept current) and turns inputs to r (entries that no longer read w skipped). */
+    size_t *first_at = calloc(g->n_vals + 1, sizeof *first_at), n_reads = 0;
+    for (size_t i = 0; first_at && i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->nin; k++, n_reads++)
+            first_at[g->nodes[i]->in[k]->base->id + 1]++;
+    for (size_t v = 0; first_at && v < g->n_vals; v++)
+        first_at[v + 1] += first_at[v];
+    struct read {
+        gnode *n;
+        int k;
+    } *reads = malloc((n_reads ? n_reads : 1) * sizeof *reads);
+    size_t *fill = malloc((g->n_vals ? g->n_vals : 1) * sizeof *fill);
+    if (!first_at || !reads || !fill) {
+        free(first_at);
+        free(reads);
+        free(fill);
+        return -1;
+    }
+    memcpy(fill, first_at, g->n_vals * sizeof *fill);
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->nin; k++)
+            reads[fill[g->nodes[i]->in[k]->base->id]++] = (struct read){g->nodes[i], k};
+    free(fill);
+    int rc = 0;
+    for (size_t wi = 0; wi < g->n_nodes && !rc; wi++) {
         gnode *W = g->nodes[wi];
         if (W->op != BORA_OP_COPY || W->nin != 1 || W->nout != 1)
             continue;
@@ -442,31 +484,34 @@ static int read_bf16_directly(g_graph *g)
             !r->mp_cast || w->base != w || w == g->output->base)
             continue;
         size_t first = g->n_nodes; /* the first node still reading w (or a view of it) */
-        for (size_t i = wi + 1; i < g->n_nodes; i++) {
-            gnode *n = g->nodes[i];
-            for (int k = 0; k < n->nin; k++) {
-                if (n->in[k] != w) {
-                    if (n->in[k]->base == w && first == g->n_nodes)
-                        first = i;
-                    continue;
-                }
-                gval *operands[G_MAX_IN + G_MAX_OUT];
-                int m = 0;
-                for (int q = 0; q < n->nin; q++)
-                    operands[m++] = q == k ? r : n->in[q];
-                for (int q = 0; q < n->nout; q++)
-                    operands[m++] = n->out[q];
-                if (n->op < G_PARAM && has_kernel(g, n->op, operands, m))
-                    n->in[k] = r;
-                else if (first == g->n_nodes)
-                    first = i;
+        for (size_t e = first_at[w->id]; e < first_at[w->id + 1]; e++) {
+            gnode *n = reads[e].n;
+            int k = reads[e].k;
+            size_t i = (size_t)n->id;
+            if (n->in[k]->base != w || i <= wi)
+                continue;
+            if (n->in[k] != w) {
+                first = i < first ? i : first;
+                continue;
             }
+            gval *operands[G_MAX_IN + G_MAX_OUT];
+            int m = 0;
+            for (int q = 0; q < n->nin; q++)
+                operands[m++] = q == k ? r : n->in[q];
+            for (int q = 0; q < n->nout; q++)
+                operands[m++] = n->out[q];
+            if (n->op < G_PARAM && has_kernel(g, n->op, operands, m))
+                n->in[k] = r;
+            else
+                first = i < first ? i : first;
         }
         if (first == g->n_nodes || first == wi + 1)
             continue;
         gnode **moved = malloc(sizeof *moved * (first - wi));
-        if (!moved)
-            return -1;
+        if (!moved) {
+            rc = -1;
+            break;
+        }
         memcpy(moved, &g->nodes[wi + 1], sizeof *moved * (first - wi - 1));
         moved[first - wi - 1] = W;
         memcpy(&g->nodes[wi], moved, sizeof *moved * (first - wi));
@@ -475,7 +520,9 @@ static int read_bf16_directly(g_graph *g)
             g->nodes[i]->id = (int)i;
         wi--; /* the node now at wi is another one */
     }
-    return 0;
+    free(first_at);
+    free(reads);
+    return rc;
 }
 
 typedef struct interval {
