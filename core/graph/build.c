@@ -85,6 +85,50 @@ void g_describe(const gval *v, char *buf, size_t cap)
         snprintf(buf + w, cap - w, ")");
 }
 
+/* Sizes come from models, and models from the user's keys: every product is checked here, at the
+ * tensor, so that an impossible size is an error naming the tensor (and, in the trainer, the
+ * keys) rather than a wrapped count that allocates too little or crashes. */
+int g_size_check(g_graph *g, const char *what, const char *name, int dtype, int ndim,
+                 const int64_t *dims, const char *const *names, size_t *bytes)
+{
+    size_t elem = bora_dtype_size(dtype);
+    int64_t n = elem ? (int64_t)elem : 8;
+    int over = 0;
+    for (int i = 0; i < ndim; i++)
+        over |= dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n) || n > G_MAX_BYTES;
+    if (!over) {
+        if (bytes)
+            *bytes = (size_t)n;
+        return 0;
+    }
+    char d[512];
+    size_t w = 0;
+    for (int i = 0; i < ndim && w < sizeof d; i++)
+        w += (size_t)snprintf(d + w, sizeof d - w, "%s%s=%lld", i ? ", " : "",
+                              names && names[i] ? names[i] : "?", (long long)dims[i]);
+    if (!g->status) {
+        g->too_large = 1;
+        g->too_large_ndim = ndim;
+        g->too_large_elem = elem ? (int)elem : 8;
+        for (int i = 0; i < ndim; i++)
+            g->too_large_dims[i] = dims[i];
+    }
+    g_fail(g, "%s%s%s%s (%s) would take more than 2^62 bytes", what, name ? " '" : "",
+           name ? name : "", name ? "'" : "", ndim ? d : "");
+    return -1;
+}
+
+/* Whether a leaf's axes (sizes checked >= 1) fit, as g_size_check. */
+int g_axes_size(g_graph *g, const char *what, const char *name, int dtype, int ndim,
+                const bora_axis *axes, size_t *bytes)
+{
+    int64_t dims[BORA_MAX_DIMS];
+    const char *names[BORA_MAX_DIMS];
+    for (int i = 0; i < ndim; i++)
+        dims[i] = axes[i].size, names[i] = axes[i].name;
+    return g_size_check(g, what, name, dtype, ndim, dims, names, bytes);
+}
+
 /* ---- values and nodes -------------------------------------------------------------------- */
 
 int64_t g_numel(const gval *v)
@@ -116,6 +160,8 @@ void *g_grow(void *arr, size_t *cap, size_t n, size_t elem)
 
 gval *g_new_value(g_graph *g, int dtype, int ndim, const int64_t *dims, const char *const *names)
 {
+    if (g_size_check(g, "a tensor", NULL, dtype, ndim, dims, names, NULL))
+        return NULL;
     gval **vals = g_grow(g->vals, &g->cap_vals, g->n_vals, sizeof *vals);
     gval *v = calloc(1, sizeof *v);
     if (!vals || !v) {
@@ -178,6 +224,8 @@ int g_is_float(int dtype)
 gval *g_op1(g_graph *g, int op, int nin, gval *const *in, int dtype, int ndim, const int64_t *dims,
             const char *const *names)
 {
+    if (g_size_check(g, g_op_name(op), NULL, dtype, ndim, dims, names, NULL))
+        return NULL;
     gnode *n = g_new_node(g, op, nin, in);
     gval *v = n ? g_new_value(g, dtype, ndim, dims, names) : NULL;
     if (!v)
@@ -282,6 +330,9 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
         g_fail(g, "parameter '%s': dtype %d; parameters are f32 or f64", name, dtype);
         return NULL;
     }
+    size_t nbytes = 0;
+    if (g_axes_size(g, "parameter", name, dtype, ndim, axes, &nbytes))
+        return NULL;
     g_store *s = g->store;
     long at = g_store_find(s, name);
     if (at >= 0) {
@@ -313,17 +364,26 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
         p->name = bora_strdup(name);
         p->dtype = dtype;
         p->ndim = ndim;
-        size_t n = 1;
         for (int i = 0; i < ndim; i++) {
             p->dims[i] = axes[i].size;
             p->names[i] = g_intern(axes[i].name);
-            n *= (size_t)axes[i].size;
         }
         p->init = init;
         p->flags = flags;
         p->offset = s->param_bytes;
-        p->nbytes = n * bora_dtype_size(dtype);
+        p->nbytes = nbytes;
         s->param_bytes += (p->nbytes + 63) & ~(size_t)63; /* each parameter 64-byte aligned */
+        if (s->param_bytes > (size_t)G_MAX_BYTES) {
+            g_fail(g,
+                   "parameter '%s': the parameters would take more than 2^62 bytes: a size "
+                   "is too large",
+                   name);
+            g->too_large = 1;
+            g->too_large_ndim = ndim;
+            for (int i = 0; i < ndim; i++)
+                g->too_large_dims[i] = axes[i].size;
+            return NULL;
+        }
         at = (long)s->n_slots++;
         if (g_store_index(s, at)) {
             g_fail(g, "out of memory");
@@ -356,6 +416,8 @@ bora_tensor *api_input(bora_graph *gp, const char *name, int32_t dtype, int32_t 
         g_fail(g, "input '%s': unknown dtype %d", name, dtype);
         return NULL;
     }
+    if (g_axes_size(g, "input", name, dtype, ndim, axes, NULL))
+        return NULL;
     for (size_t i = 0; i < g->n_inputs; i++)
         if (!strcmp(g->inputs[i].value->label, name)) {
             g_fail(g, "input '%s' is declared twice", name);
@@ -484,9 +546,10 @@ bora_tensor *api_split(bora_graph *gp, bora_tensor *t, const char *axis, int32_t
     int i = g_axis_index(t, axis);
     char d[256];
     int64_t prod = 1;
-    for (int k = 0; k < n; k++)
-        prod *= parts[k].size;
-    if (i < 0 || n < 0 || t->ndim - 1 + n > BORA_MAX_DIMS || prod != t->dims[i] ||
+    int over = 0;
+    for (int k = 0; k < n && parts; k++)
+        over |= parts[k].size < 1 || __builtin_mul_overflow(prod, parts[k].size, &prod);
+    if (i < 0 || n < 0 || t->ndim - 1 + n > BORA_MAX_DIMS || over || prod != t->dims[i] ||
         (n == 0 && t->dims[i] != 1)) {
         g_describe(t, d, sizeof d);
         g_fail(g, "split: %s cannot split '%s' into %d axes of product %lld", d, axis, n,
@@ -588,6 +651,12 @@ bora_tensor *api_broadcast(bora_graph *gp, bora_tensor *t, bora_axis axis)
         g_fail(g, "broadcast: cannot add axis '%s' to %s", axis.name, d);
         return NULL;
     }
+    int64_t dims[BORA_MAX_DIMS + 1] = {axis.size};
+    const char *names[BORA_MAX_DIMS + 1] = {axis.name};
+    for (int k = 0; k < t->ndim; k++)
+        dims[k + 1] = t->dims[k], names[k + 1] = t->names[k];
+    if (g_size_check(g, "broadcast", NULL, t->dtype, t->ndim + 1, dims, names, NULL))
+        return NULL;
     gval *v = g_view(g, t, V_BROADCAST);
     if (!v)
         return NULL;

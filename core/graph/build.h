@@ -21,6 +21,8 @@
     } while (0)
 
 /* build.c */
+int g_axes_size(g_graph *g, const char *what, const char *name, int dtype, int ndim,
+                const bora_axis *axes, size_t *bytes);
 int g_is_float(int dtype);
 int g_check_axes(g_graph *g, const char *what, const char *name, int32_t ndim,
                  const bora_axis *axes);

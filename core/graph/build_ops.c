@@ -897,6 +897,9 @@ bora_tensor *api_state(bora_graph *gp, const char *name, int32_t dtype, int32_t 
         g_fail(g, "model state '%s': unknown dtype %d", name, dtype);
         return NULL;
     }
+    size_t nbytes = 0;
+    if (g_axes_size(g, "model state", name, dtype, ndim, axes, &nbytes))
+        return NULL;
     g_store *s = g->store;
     long at = -1;
     for (size_t i = 0; i < s->n_mstates; i++)
@@ -933,15 +936,20 @@ bora_tensor *api_state(bora_graph *gp, const char *name, int32_t dtype, int32_t 
         m->name = bora_strdup(name);
         m->dtype = dtype;
         m->ndim = ndim;
-        size_t n = 1;
         for (int i = 0; i < ndim; i++) {
             m->dims[i] = axes[i].size;
             m->names[i] = g_intern(axes[i].name);
-            n *= (size_t)axes[i].size;
         }
         m->offset = s->mstate_bytes;
-        m->nbytes = n * bora_dtype_size(dtype);
+        m->nbytes = nbytes;
         s->mstate_bytes += (m->nbytes + 63) & ~(size_t)63;
+        if (s->mstate_bytes > (size_t)G_MAX_BYTES) {
+            g_fail(g,
+                   "model state '%s': the model state would take more than 2^62 bytes: a "
+                   "size is too large",
+                   name);
+            return NULL;
+        }
         at = (long)s->n_mstates++;
     }
     gval *v = g_leaf(g, G_PARAM, name, dtype, ndim, axes); /* no kernel, like a parameter */

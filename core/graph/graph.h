@@ -187,6 +187,10 @@ typedef struct g_graph {
     size_t n_checkpoints, cap_checkpoints;
     bora_status status;
     char error[1024];
+    /* The error is a tensor too large to address, of these sizes and element bytes (callers
+     * name the keys behind them). */
+    int too_large, too_large_ndim, too_large_elem;
+    int64_t too_large_dims[BORA_MAX_DIMS];
     int finalized;
     size_t arena_bytes, naive_bytes;
     /* per-run report */
@@ -239,6 +243,13 @@ g_graph *g_graph_new(g_store *store, int mode);
 void g_graph_free(g_graph *g);
 const char *g_intern(const char *s);
 bora_status g_fail(g_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The most bytes one tensor (or the store's block of parameters) may take: 2^62, far above any
+ * memory, low enough that no size product or offset sum of a checked tensor overflows int64. */
+#define G_MAX_BYTES ((int64_t)1 << 62)
+/* Whether ndim dims of dtype fit G_MAX_BYTES (their bytes in *bytes, if given); else the graph
+ * fails naming what (and name, when given) with its axes, and records the sizes. 0 or -1. */
+int g_size_check(g_graph *g, const char *what, const char *name, int dtype, int ndim,
+                 const int64_t *dims, const char *const *names, size_t *bytes);
 /* Describe a tensor for messages: "'logits' (batch=2, position=8, vocab=50)". */
 void g_describe(const gval *v, char *buf, size_t cap);
 
@@ -278,6 +289,8 @@ bora_status g_autodiff(g_graph *g, gval *loss);
 
 /* Order, plan memory and bind kernels; reports arena against naive sizes. */
 bora_status g_finalize(g_graph *g);
+/* The bytes a finalized graph's inputs take (allocated when first written or run). */
+size_t g_input_bytes(const g_graph *g);
 /* Copy an input's data in (the byte size must match). */
 bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t nbytes);
 /* Run every node; kernels_run and bytes_moved report what it did. */

@@ -625,7 +625,8 @@ static int fl_give(free_list *fl, size_t at, size_t bytes)
     return 0;
 }
 
-/* Offsets for the n values of iv (sorted here) and the arena's size. 0, or -1 out of memory. */
+/* Offsets for the n values of iv (sorted here) and the arena's size. 0, -1 out of memory, or 1
+ * when the arena would pass G_MAX_BYTES. */
 static int place(interval *iv, size_t n, size_t *arena_bytes)
 {
     free_list fl = {0};
@@ -642,6 +643,8 @@ static int place(interval *iv, size_t n, size_t *arena_bytes)
         for (; e < n && ends[e]->v->last_use < iv[i].v->first_use && !rc; e++)
             rc = fl_give(&fl, (size_t)ends[e]->v->arena_offset, ends[e]->bytes);
         iv[i].v->arena_offset = (int64_t)fl_take(&fl, iv[i].bytes);
+        if (fl.top > (size_t)G_MAX_BYTES) /* (each value is at most that: no sum wraps) */
+            rc = 1;
     }
     *arena_bytes = fl.top;
     free(fl.gaps);
@@ -783,23 +786,22 @@ bora_status g_finalize(g_graph *g)
         if (v->base != v || v->storage != S_ARENA || v->first_use < 0)
             continue;
         iv[n_iv++] = (interval){v, (value_bytes(v) + 63) & ~(size_t)63};
-        g->naive_bytes += iv[n_iv - 1].bytes;
+        g->naive_bytes = g->naive_bytes > SIZE_MAX - iv[n_iv - 1].bytes
+                             ? SIZE_MAX
+                             : g->naive_bytes + iv[n_iv - 1].bytes;
     }
-    if (place(iv, n_iv, &g->arena_bytes))
+    int placed = place(iv, n_iv, &g->arena_bytes);
+    if (placed < 0)
         g_fail(g, "out of memory");
+    else if (placed > 0)
+        g_fail(g, "the graph's intermediate values would take more than 2^62 bytes at once");
     free(iv);
     if (g->arena_bytes > g->store->arena_bytes)
         g->store->arena_bytes = g->arena_bytes;
 
     free(needed);
-    /* Inputs live outside the arena, one buffer each. */
-    for (size_t i = 0; i < g->n_inputs && !g->status; i++) {
-        g_input *in = &g->inputs[i];
-        if (ops->buffer_alloc(g->store->backend, in->nbytes ? in->nbytes : 1, 64, &in->buf) !=
-            BORA_OK)
-            return g_fail(g, "cannot allocate input '%s'", in->value->label);
-        in->ptr = ops->buffer_ptr(g->store->backend, in->buf);
-    }
+    /* (Inputs are allocated when first written or run: a caller states what the graphs need,
+     * and refuses, before anything large is allocated.) */
     /* What a kernel needs ahead of its first run, made now (the backend's prepare). */
     for (size_t i = 0; i < g->n_nodes && !g->status && ops->prepare; i++) {
         gnode *n = g->nodes[i];
@@ -818,6 +820,31 @@ bora_status g_finalize(g_graph *g)
     return g->status;
 }
 
+/* Inputs live outside the arena, one buffer each, allocated on first use. */
+static bora_status alloc_inputs(g_graph *g)
+{
+    const bora_backend_ops *ops = g->store->ops;
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        g_input *in = &g->inputs[i];
+        if (in->buf)
+            continue;
+        if (ops->buffer_alloc(g->store->backend, in->nbytes ? in->nbytes : 1, 64, &in->buf) !=
+            BORA_OK)
+            return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes for input '%s'",
+                                  in->nbytes, in->value->label);
+        in->ptr = ops->buffer_ptr(g->store->backend, in->buf);
+    }
+    return BORA_OK;
+}
+
+size_t g_input_bytes(const g_graph *g)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < g->n_inputs; i++)
+        total += (g->inputs[i].nbytes + 63) & ~(size_t)63;
+    return total;
+}
+
 bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t nbytes)
 {
     for (size_t i = 0; i < g->n_inputs; i++) {
@@ -827,8 +854,11 @@ bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t n
         if (nbytes != in->nbytes)
             return bora_error_set(BORA_ERR_INVALID, "input '%s' takes %zu bytes, not %zu", name,
                                   in->nbytes, nbytes);
-        if (!in->buf)
+        if (!g->finalized)
             return bora_error_set(BORA_ERR_INVALID, "graph is not finalized");
+        bora_status st = alloc_inputs(g);
+        if (st != BORA_OK)
+            return st;
         if (in->value->extent_max) {
             int32_t e;
             memcpy(&e, data, sizeof e);
@@ -1042,6 +1072,9 @@ bora_status g_run(g_graph *g)
     if (!g->finalized || !g->store->param_ptr)
         return bora_error_set(BORA_ERR_INVALID, "graph run before it was finalized and the "
                                                 "store allocated");
+    bora_status ast = alloc_inputs(g);
+    if (ast != BORA_OK)
+        return ast;
     if (g->reads_shadows) {
         bora_status st = g_store_refresh_shadows(g->store);
         if (st != BORA_OK)
