@@ -205,6 +205,13 @@ static bora_status read_settings(trainer *t, bora_config *root)
                        "trainer.per_device_parallelism: %lld does not divide train_batch_size "
                        "(%lld)",
                        (long long)t->micro, (long long)t->batch);
+    int64_t eval_seqs;
+    if (t->batch >= 1 && t->max_eval_batches > 0 &&
+        __builtin_mul_overflow(t->max_eval_batches, t->batch, &eval_seqs))
+        bora_cfg_error(cfg, bora_cfg_child(tr, "max_eval_batches"),
+                       "trainer.max_eval_batches: %lld batches of %lld sequences is past any "
+                       "count; -1 evaluates the whole validation set",
+                       (long long)t->max_eval_batches, (long long)t->batch);
     double lr, warmup, decay = 0, min_ratio;
     const char *schedule;
     bora_cfg_float(op, "learning_rate", 6e-4, &lr);

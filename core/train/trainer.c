@@ -539,7 +539,7 @@ static int run_loop(trainer *t, int64_t start)
         double secs = bora_now_s() - began;
         bora_metric summary[] = {{"train/final_loss", last},
                                  {"train/steps", (double)t->steps},
-                                 {"train/tokens", (double)(t->steps * tokens)},
+                                 {"train/tokens", (double)t->steps * (double)tokens},
                                  {"throughput/seconds_this_session", secs},
                                  {"throughput/tokens_per_second_mean",
                                   secs > 0 ? (double)((t->steps - start) * tokens) / secs : 0},

@@ -51,6 +51,10 @@ expect 1 "input 'input_ids' (batch=$huge, position=16) would take more than 2^62
 expect 1 "model.vocab_size (1099511627776), model.hidden_dim (1073741824): make them smaller" \
     train run.yaml --model.vocab_size 1099511627776 --model.hidden_dim 1073741824 \
     --model.num_heads 1
+expect 1 "gpt2: hidden_dim $huge with mlp_scale 4 is too large" train run.yaml \
+    --model.hidden_dim $huge --model.num_heads 1
+expect 1 "trainer.max_eval_batches: $huge batches of 4 sequences is past any count" train \
+    run.yaml --trainer.max_eval_batches $huge
 expect 1 "model.vocab_size ($huge): make it smaller" graph run.yaml --model.vocab_size $huge
 expect 1 "trainer.train_batch_size ($huge): make it smaller" graph run.yaml \
     --trainer.train_batch_size $huge
