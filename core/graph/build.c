@@ -353,6 +353,15 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
             g_fail(g, "parameter '%s' is new after the store was allocated", name);
             return NULL;
         }
+        if (s->param_bytes + ((nbytes + 63) & ~(size_t)63) > (size_t)G_MAX_BYTES) {
+            g_fail(g, "parameter '%s': the parameters would take more than 2^62 bytes", name);
+            g->too_large = 1;
+            g->too_large_elem = 1;
+            g->too_large_ndim = ndim;
+            for (int i = 0; i < ndim; i++)
+                g->too_large_dims[i] = axes[i].size;
+            return NULL;
+        }
         g_slot *slots = g_grow(s->slots, &s->cap_slots, s->n_slots, sizeof *slots);
         if (!slots) {
             g_fail(g, "out of memory");
@@ -373,17 +382,6 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
         p->offset = s->param_bytes;
         p->nbytes = nbytes;
         s->param_bytes += (p->nbytes + 63) & ~(size_t)63; /* each parameter 64-byte aligned */
-        if (s->param_bytes > (size_t)G_MAX_BYTES) {
-            g_fail(g,
-                   "parameter '%s': the parameters would take more than 2^62 bytes: a size "
-                   "is too large",
-                   name);
-            g->too_large = 1;
-            g->too_large_ndim = ndim;
-            for (int i = 0; i < ndim; i++)
-                g->too_large_dims[i] = axes[i].size;
-            return NULL;
-        }
         at = (long)s->n_slots++;
         if (g_store_index(s, at)) {
             g_fail(g, "out of memory");

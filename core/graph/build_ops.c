@@ -925,6 +925,10 @@ bora_tensor *api_state(bora_graph *gp, const char *name, int32_t dtype, int32_t 
             g_fail(g, "model state '%s' is new after the store was allocated", name);
             return NULL;
         }
+        if (s->mstate_bytes + ((nbytes + 63) & ~(size_t)63) > (size_t)G_MAX_BYTES) {
+            g_fail(g, "model state '%s': the model state would take more than 2^62 bytes", name);
+            return NULL;
+        }
         g_mstate *ms = g_grow(s->mstates, &s->cap_mstates, s->n_mstates, sizeof *ms);
         if (!ms) {
             g_fail(g, "out of memory");
@@ -943,13 +947,6 @@ bora_tensor *api_state(bora_graph *gp, const char *name, int32_t dtype, int32_t 
         m->offset = s->mstate_bytes;
         m->nbytes = nbytes;
         s->mstate_bytes += (m->nbytes + 63) & ~(size_t)63;
-        if (s->mstate_bytes > (size_t)G_MAX_BYTES) {
-            g_fail(g,
-                   "model state '%s': the model state would take more than 2^62 bytes: a "
-                   "size is too large",
-                   name);
-            return NULL;
-        }
         at = (long)s->n_mstates++;
     }
     gval *v = g_leaf(g, G_PARAM, name, dtype, ndim, axes); /* no kernel, like a parameter */
