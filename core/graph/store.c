@@ -224,15 +224,21 @@ static bora_status zero_buffer(g_store *s, bora_buffer *b, size_t bytes)
 
 bora_status g_store_materialize(g_store *s)
 {
-    size_t bytes = s->param_bytes ? s->param_bytes : 64;
-    if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->params) != BORA_OK ||
-        s->ops->buffer_alloc(s->backend, bytes, 64, &s->grads) != BORA_OK ||
-        s->ops->buffer_alloc(s->backend, s->arena_bytes ? s->arena_bytes : 64, 64, &s->arena) !=
-            BORA_OK)
+    size_t bytes = s->param_bytes ? s->param_bytes : 64, state_bytes;
+    if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->params) != BORA_OK)
         return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes of parameters on %s",
                               bytes, s->backend_name);
-    size_t state_bytes = bytes * (s->n_states ? s->n_states : 1);
-    if (s->ops->buffer_alloc(s->backend, state_bytes, 64, &s->states) != BORA_OK)
+    if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->grads) != BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes of gradients on %s", bytes,
+                              s->backend_name);
+    if (s->ops->buffer_alloc(s->backend, s->arena_bytes ? s->arena_bytes : 64, 64, &s->arena) !=
+        BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM,
+                              "cannot allocate the graphs' arena, %zu bytes, on %s (its size "
+                              "grows with the micro-batch and the model's sizes)",
+                              s->arena_bytes, s->backend_name);
+    if (__builtin_mul_overflow(bytes, s->n_states ? s->n_states : 1, &state_bytes) ||
+        s->ops->buffer_alloc(s->backend, state_bytes, 64, &s->states) != BORA_OK)
         return bora_error_set(BORA_ERR_NOMEM, "cannot allocate optimizer state on %s",
                               s->backend_name);
     s->state_ptr = s->ops->buffer_ptr(s->backend, s->states);
