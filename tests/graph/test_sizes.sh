@@ -66,7 +66,7 @@ expect 0 "memory: 30.0 KiB parameters, 30.0 KiB gradients, 60.0 KiB optimizer st
     train run.yaml --trainer.id=fits
 rm -rf ckpt
 
-# about 100 GiB of arena (a micro-batch of 65,536 sequences of 1,024 tokens' logits) against
+# about 150 GiB of arena (a micro-batch of 65,536 sequences of 1,024 tokens' logits) against
 # 16 GiB: refused, naming the keys, before the arena, the inputs or the rows are allocated
 # (the refusal is fast: allocating and zeroing that much would take minutes)
 t0=$(date +%s)
