@@ -128,9 +128,12 @@ int bora_cmd_graph(const bora_cli *cli)
     train->batch = eval->batch = micro;
     train->grads_write = batch == micro;
     bora_tensor *loss = NULL, *logits = NULL;
+    char keys[512];
     if (mops->build(model, &train->pub, BORA_MODE_TRAIN, &loss) != BORA_OK ||
         mops->build(model, &eval->pub, BORA_MODE_EVAL, &logits) != BORA_OK) {
-        bora_log(BORA_LOG_ERROR, "model %s: %s", me->ops->name, bora_error_get());
+        bora_size_keys(root, train->status ? train : eval, keys, sizeof keys);
+        bora_log(BORA_LOG_ERROR, "model %s: %s%s%s", me->ops->name, bora_error_get(),
+                 keys[0] ? "; " : "", keys);
         goto out;
     }
     if (bora_inputs_check(train, BORA_MODE_TRAIN, me->ops->name) != BORA_OK ||
@@ -141,8 +144,9 @@ int bora_cmd_graph(const bora_cli *cli)
     train->output = loss;
     eval->output = logits;
     if (g_autodiff(train, loss) || g_finalize(train) || g_finalize(eval)) {
-        bora_log(BORA_LOG_ERROR, "model %s: %s", me->ops->name,
-                 train->status ? train->error : eval->error);
+        bora_size_keys(root, train->status ? train : eval, keys, sizeof keys);
+        bora_log(BORA_LOG_ERROR, "model %s: %s%s%s", me->ops->name,
+                 train->status ? train->error : eval->error, keys[0] ? "; " : "", keys);
         goto out;
     }
     if (g_store_materialize(store) != BORA_OK) {

@@ -106,6 +106,7 @@ typedef struct g_slot {
     bora_init init;
     uint32_t flags;
     size_t offset, nbytes; /* in the parameter block, and the same in the gradient block */
+    uint64_t declared_in;  /* the serial of the last graph with a leaf over this parameter */
 } g_slot;
 
 /* One model-state buffer (bora_graph_api.state): a KV cache. */
@@ -124,6 +125,8 @@ struct g_store {
     const char *backend_name;
     g_slot *slots;
     size_t n_slots, cap_slots;
+    long *slot_index; /* slot + 1 by name hash, open-addressed, at most half full (0: empty) */
+    size_t cap_slot_index;
     size_t param_bytes;
     bora_buffer *params, *grads, *arena, *states;
     char *param_ptr, *grad_ptr, *arena_ptr, *state_ptr;
@@ -161,7 +164,8 @@ typedef struct g_input {
 } g_input;
 
 typedef struct g_graph {
-    bora_graph pub; /* the api pointer, first */
+    bora_graph pub;  /* the api pointer, first */
+    uint64_t serial; /* one per graph made in the process */
     int mode;
     g_store *store;
     gnode **nodes;
@@ -183,6 +187,10 @@ typedef struct g_graph {
     size_t n_checkpoints, cap_checkpoints;
     bora_status status;
     char error[1024];
+    /* The error is a tensor too large to address, of these sizes and element bytes (callers
+     * name the keys behind them). */
+    int too_large, too_large_ndim, too_large_elem;
+    int64_t too_large_dims[BORA_MAX_DIMS];
     int finalized;
     size_t arena_bytes, naive_bytes;
     /* per-run report */
@@ -194,6 +202,7 @@ typedef struct g_graph {
     double *prof_s;                   /* BORA_PROFILE: seconds per node, over prof_runs runs */
     uint64_t prof_runs;
     struct g_mem *mem;
+    int *readers; /* during g_finalize's rewrites: inputs reading each base (by value id) */
 } g_graph;
 
 /* ---- the store ---------------------------------------------------------------------------- */
@@ -223,6 +232,8 @@ bora_status g_store_refresh_shadows(g_store *s);
 bora_status g_store_zero_model_state(g_store *s);
 /* Find a slot by name, or -1. */
 long g_store_find(const g_store *s, const char *name);
+/* Index slot at (just added) for g_store_find. 0, or -1 out of memory. */
+int g_store_index(g_store *s, long at);
 /* The Philox-derived initial value of element i of a parameter (f64). */
 double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i);
 
@@ -232,6 +243,13 @@ g_graph *g_graph_new(g_store *store, int mode);
 void g_graph_free(g_graph *g);
 const char *g_intern(const char *s);
 bora_status g_fail(g_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The most bytes one tensor (or the store's block of parameters) may take: 2^62, far above any
+ * memory, low enough that no size product or offset sum of a checked tensor overflows int64. */
+#define G_MAX_BYTES ((int64_t)1 << 62)
+/* Whether ndim dims of dtype fit G_MAX_BYTES (their bytes in *bytes, if given); else the graph
+ * fails naming what (and name, when given) with its axes, and records the sizes. 0 or -1. */
+int g_size_check(g_graph *g, const char *what, const char *name, int dtype, int ndim,
+                 const int64_t *dims, const char *const *names, size_t *bytes);
 /* Describe a tensor for messages: "'logits' (batch=2, position=8, vocab=50)". */
 void g_describe(const gval *v, char *buf, size_t cap);
 
@@ -271,6 +289,8 @@ bora_status g_autodiff(g_graph *g, gval *loss);
 
 /* Order, plan memory and bind kernels; reports arena against naive sizes. */
 bora_status g_finalize(g_graph *g);
+/* The bytes a finalized graph's inputs take (allocated when first written or run). */
+size_t g_input_bytes(const g_graph *g);
 /* Copy an input's data in (the byte size must match). */
 bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t nbytes);
 /* Run every node; kernels_run and bytes_moved report what it did. */
@@ -283,6 +303,8 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
 /* The number of elements of a value. */
 int64_t g_numel(const gval *v);
 const char *g_op_name(int op);
+/* arr with room for at least n + 1 elements of elem bytes (cap doubled), or NULL. */
+void *g_grow(void *arr, size_t *cap, size_t n, size_t elem);
 /* Plan fused groups over the chosen kernels (fuse.c); -1 out of memory. */
 int g_plan_fusion(g_graph *g, const char *needed);
 void g_fused_free_all(g_graph *g);

@@ -51,18 +51,35 @@ static int has_kernel(g_graph *g, int op, gval *const *operands, int n)
     return g->store->ops->kernel(g->store->backend, (uint32_t)op, dtypes, (uint32_t)n) != NULL;
 }
 
-/* Whether no node but a and b reads base's storage (views are not readers; their readers are). */
-static int read_only_by(const g_graph *g, const gval *base, const gnode *a, const gnode *b)
+/* The rewrites below ask whether a value's storage has readers other than the nodes they
+ * rewrite; each base's count of reading inputs (g->readers, by value id) answers that without a
+ * pass over every node per question, which made the rewrites quadratic in the graph's size. A
+ * rewrite that changes who reads what counts again (once per graph) or adjusts the counts. */
+static void count_readers(g_graph *g)
 {
+    memset(g->readers, 0, g->n_vals * sizeof *g->readers);
     for (size_t i = 0; i < g->n_nodes; i++) {
         const gnode *n = g->nodes[i];
-        if (n == a || n == b || n->op == G_VIEW)
-            continue;
-        for (int k = 0; k < n->nin; k++)
-            if (n->in[k]->base == base)
-                return 0;
+        if (n->op != G_VIEW)
+            for (int k = 0; k < n->nin; k++)
+                g->readers[n->in[k]->base->id]++;
     }
-    return 1;
+}
+
+/* How many of n's inputs read base's storage (views are not readers; their readers are). */
+static int reads_of(const gnode *n, const gval *base)
+{
+    int r = 0;
+    if (n->op != G_VIEW)
+        for (int k = 0; k < n->nin; k++)
+            r += n->in[k]->base == base;
+    return r;
+}
+
+/* Whether no node but a and b reads base's storage. */
+static int read_only_by(const g_graph *g, const gval *base, const gnode *a, const gnode *b)
+{
+    return g->readers[base->id] == reads_of(a, base) + (b != a ? reads_of(b, base) : 0);
 }
 
 /* Whether y's gradient may be written over x's storage: x is the whole of a dense arena base
@@ -118,6 +135,8 @@ static void fuse_sum_squares(g_graph *g)
             continue;
         S->op = BORA_OP_SUM_SQUARES;
         S->in[0] = x;
+        g->readers[m->id]--;
+        g->readers[x->base->id]++;
     }
 }
 
@@ -196,6 +215,7 @@ static int fuse_xent(g_graph *g)
                 if (g->vals[v]->base == dl && g->vals[v] != dl)
                     g->vals[v]->base = x->base;
             dl->base = x->base;
+            count_readers(g);
             yi = 0; /* ids moved: look again from the start */
         }
         free(move);
@@ -299,6 +319,7 @@ static void scatter_into(g_graph *g)
             g->nodes[ai] = S;
             drop_node(g, si);
             free(A);
+            count_readers(g);
             ai = si; /* go on from S's old place */
             break;
         }
@@ -328,9 +349,10 @@ static void bias_into_matmul(g_graph *g)
 {
     if (!g->store->matmul_bias)
         return;
+    size_t dropped = 0;
     for (size_t ai = 0; ai < g->n_nodes; ai++) {
         gnode *A = g->nodes[ai];
-        if (A->op != BORA_OP_ADD || A->nin != 2 || A->nout != 1)
+        if (!A || A->op != BORA_OP_ADD || A->nin != 2 || A->nout != 1)
             continue;
         gval *z = A->out[0];
         if (z->base != z || z->storage != S_ARENA || z == g->output->base || z->ndim < 1 ||
@@ -350,15 +372,32 @@ static void bias_into_matmul(g_graph *g)
             gval *operands[4] = {M->in[0], M->in[1], b, c};
             if (!has_kernel(g, BORA_OP_MATMUL, operands, 4))
                 continue;
-            rebase(g, z, c); /* the same elements in the same order */
+            g->readers[c->id] += g->readers[z->id] - 1; /* A's read of c gone, z's readers c's */
+            g->readers[z->id] = 0;                      /* (and b's read moved from A to M) */
+            z->base = c; /* the same elements in the same order; z's views follow below */
             z->node = M;
             M->in[M->nin++] = b;
-            drop_node(g, ai);
+            g->nodes[ai] = NULL;
             free(A);
-            ai--;
+            dropped++;
             break;
         }
     }
+    if (!dropped)
+        return;
+    /* the ADDs out of the order, and the views of their results onto the products' storage, in
+     * one pass each (one at a time, they made this rewrite quadratic in the graph's size) */
+    size_t k = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]) {
+            g->nodes[k] = g->nodes[i];
+            g->nodes[k]->id = (int)k;
+            k++;
+        }
+    g->n_nodes = k;
+    for (size_t v = 0; v < g->n_vals; v++)
+        while (g->vals[v]->base->base != g->vals[v]->base)
+            g->vals[v]->base = g->vals[v]->base->base;
 }
 
 /* Under trainer.mp c=bf16 the fused cross-entropy's gradient (written over the logits) reaches
@@ -398,6 +437,7 @@ static void xent_writes_bf16(g_graph *g)
         c->node = X;
         drop_node(g, (size_t)C->id);
         free(C);
+        count_readers(g);
     }
 }
 
@@ -409,7 +449,33 @@ static void xent_writes_bf16(g_graph *g)
  * out. BORA_NO_FUSION turns it off. 0, or -1 out of memory. */
 static int read_bf16_directly(g_graph *g)
 {
-    for (size_t wi = 0; wi < g->n_nodes; wi++) {
+    /* Each base's reading inputs (nodes and views alike), listed once: a scan of every later
+     * node per widening made this rewrite quadratic in the graph's size. The rewrite moves
+     * nodes (ids kept current) and turns inputs to r (entries that no longer read w skipped). */
+    size_t *first_at = calloc(g->n_vals + 1, sizeof *first_at), n_reads = 0;
+    for (size_t i = 0; first_at && i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->nin; k++, n_reads++)
+            first_at[g->nodes[i]->in[k]->base->id + 1]++;
+    for (size_t v = 0; first_at && v < g->n_vals; v++)
+        first_at[v + 1] += first_at[v];
+    struct read {
+        gnode *n;
+        int k;
+    } *reads = malloc((n_reads ? n_reads : 1) * sizeof *reads);
+    size_t *fill = malloc((g->n_vals ? g->n_vals : 1) * sizeof *fill);
+    if (!first_at || !reads || !fill) {
+        free(first_at);
+        free(reads);
+        free(fill);
+        return -1;
+    }
+    memcpy(fill, first_at, g->n_vals * sizeof *fill);
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->nin; k++)
+            reads[fill[g->nodes[i]->in[k]->base->id]++] = (struct read){g->nodes[i], k};
+    free(fill);
+    int rc = 0;
+    for (size_t wi = 0; wi < g->n_nodes && !rc; wi++) {
         gnode *W = g->nodes[wi];
         if (W->op != BORA_OP_COPY || W->nin != 1 || W->nout != 1)
             continue;
@@ -418,31 +484,34 @@ static int read_bf16_directly(g_graph *g)
             !r->mp_cast || w->base != w || w == g->output->base)
             continue;
         size_t first = g->n_nodes; /* the first node still reading w (or a view of it) */
-        for (size_t i = wi + 1; i < g->n_nodes; i++) {
-            gnode *n = g->nodes[i];
-            for (int k = 0; k < n->nin; k++) {
-                if (n->in[k] != w) {
-                    if (n->in[k]->base == w && first == g->n_nodes)
-                        first = i;
-                    continue;
-                }
-                gval *operands[G_MAX_IN + G_MAX_OUT];
-                int m = 0;
-                for (int q = 0; q < n->nin; q++)
-                    operands[m++] = q == k ? r : n->in[q];
-                for (int q = 0; q < n->nout; q++)
-                    operands[m++] = n->out[q];
-                if (n->op < G_PARAM && has_kernel(g, n->op, operands, m))
-                    n->in[k] = r;
-                else if (first == g->n_nodes)
-                    first = i;
+        for (size_t e = first_at[w->id]; e < first_at[w->id + 1]; e++) {
+            gnode *n = reads[e].n;
+            int k = reads[e].k;
+            size_t i = (size_t)n->id;
+            if (n->in[k]->base != w || i <= wi)
+                continue;
+            if (n->in[k] != w) {
+                first = i < first ? i : first;
+                continue;
             }
+            gval *operands[G_MAX_IN + G_MAX_OUT];
+            int m = 0;
+            for (int q = 0; q < n->nin; q++)
+                operands[m++] = q == k ? r : n->in[q];
+            for (int q = 0; q < n->nout; q++)
+                operands[m++] = n->out[q];
+            if (n->op < G_PARAM && has_kernel(g, n->op, operands, m))
+                n->in[k] = r;
+            else
+                first = i < first ? i : first;
         }
         if (first == g->n_nodes || first == wi + 1)
             continue;
         gnode **moved = malloc(sizeof *moved * (first - wi));
-        if (!moved)
-            return -1;
+        if (!moved) {
+            rc = -1;
+            break;
+        }
         memcpy(moved, &g->nodes[wi + 1], sizeof *moved * (first - wi - 1));
         moved[first - wi - 1] = W;
         memcpy(&g->nodes[wi], moved, sizeof *moved * (first - wi));
@@ -451,7 +520,9 @@ static int read_bf16_directly(g_graph *g)
             g->nodes[i]->id = (int)i;
         wi--; /* the node now at wi is another one */
     }
-    return 0;
+    free(first_at);
+    free(reads);
+    return rc;
 }
 
 typedef struct interval {
@@ -459,18 +530,126 @@ typedef struct interval {
     size_t bytes;
 } interval;
 
-/* Placement order: the largest first (then by first use, then id), each at the lowest offset
- * free over its lifetime. The large buffers settle first and the small ones fill the gaps
- * between them; placing by first use instead left GPT-2 124M's train arena 6-10% above the
- * most that is ever live at once, which this order reaches. */
-static int by_size(const void *a, const void *b)
+/* Placement: values are taken in the order they come into use (the largest first among those
+ * starting at one node), each put in the smallest free gap that holds it (the lowest such), and
+ * its bytes freed after its last use, neighbouring gaps joined. Each value costs a scan of the
+ * free gaps, not of every value placed before it: the greedy this replaced (the largest value
+ * first, each at the lowest offset free over its lifetime, checked against all placed values
+ * until none moved it) took cubic time in the number of layers. */
+static int by_first_use(const void *a, const void *b)
 {
     const interval *x = a, *y = b;
-    if (x->bytes != y->bytes)
-        return x->bytes > y->bytes ? -1 : 1;
     if (x->v->first_use != y->v->first_use)
         return x->v->first_use < y->v->first_use ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
     return x->v->id < y->v->id ? -1 : 1;
+}
+
+static int by_last_use(const void *a, const void *b)
+{
+    const interval *x = *(const interval *const *)a, *y = *(const interval *const *)b;
+    if (x->v->last_use != y->v->last_use)
+        return x->v->last_use < y->v->last_use ? -1 : 1;
+    return x->v->id < y->v->id ? -1 : 1;
+}
+
+typedef struct gap {
+    size_t at, bytes;
+} gap;
+
+typedef struct free_list {
+    gap *gaps; /* free bytes below top, by offset, none touching another */
+    size_t n, cap;
+    size_t top; /* the arena's end so far */
+} free_list;
+
+/* The offset of bytes taken from the smallest gap that holds them, or from the top. */
+static size_t fl_take(free_list *fl, size_t bytes)
+{
+    size_t best = fl->n;
+    for (size_t i = 0; i < fl->n; i++)
+        if (fl->gaps[i].bytes >= bytes &&
+            (best == fl->n || fl->gaps[i].bytes < fl->gaps[best].bytes))
+            best = i;
+    if (best == fl->n) { /* the last gap, where it ends at the top, grows into it */
+        if (fl->n && fl->gaps[fl->n - 1].at + fl->gaps[fl->n - 1].bytes == fl->top) {
+            size_t at = fl->gaps[--fl->n].at;
+            fl->top = at + bytes;
+            return at;
+        }
+        fl->top += bytes;
+        return fl->top - bytes;
+    }
+    size_t at = fl->gaps[best].at;
+    fl->gaps[best].at += bytes;
+    fl->gaps[best].bytes -= bytes;
+    if (!fl->gaps[best].bytes) {
+        memmove(&fl->gaps[best], &fl->gaps[best + 1], (fl->n - best - 1) * sizeof *fl->gaps);
+        fl->n--;
+    }
+    return at;
+}
+
+/* Give [at, at + bytes) back, joined with the gaps it touches. 0, or -1 out of memory. */
+static int fl_give(free_list *fl, size_t at, size_t bytes)
+{
+    size_t lo = 0, hi = fl->n; /* the first gap above at */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (fl->gaps[mid].at < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int join_prev = lo > 0 && fl->gaps[lo - 1].at + fl->gaps[lo - 1].bytes == at;
+    int join_next = lo < fl->n && at + bytes == fl->gaps[lo].at;
+    if (join_prev && join_next) {
+        fl->gaps[lo - 1].bytes += bytes + fl->gaps[lo].bytes;
+        memmove(&fl->gaps[lo], &fl->gaps[lo + 1], (fl->n - lo - 1) * sizeof *fl->gaps);
+        fl->n--;
+    } else if (join_prev) {
+        fl->gaps[lo - 1].bytes += bytes;
+    } else if (join_next) {
+        fl->gaps[lo].at = at;
+        fl->gaps[lo].bytes += bytes;
+    } else {
+        gap *gaps = g_grow(fl->gaps, &fl->cap, fl->n, sizeof *gaps);
+        if (!gaps)
+            return -1;
+        fl->gaps = gaps;
+        memmove(&fl->gaps[lo + 1], &fl->gaps[lo], (fl->n - lo) * sizeof *fl->gaps);
+        fl->gaps[lo] = (gap){at, bytes};
+        fl->n++;
+    }
+    return 0;
+}
+
+/* Offsets for the n values of iv (sorted here) and the arena's size. 0, -1 out of memory, or 1
+ * when the arena would pass G_MAX_BYTES. */
+static int place(interval *iv, size_t n, size_t *arena_bytes)
+{
+    free_list fl = {0};
+    interval **ends = malloc((n ? n : 1) * sizeof *ends);
+    if (!ends)
+        return -1;
+    qsort(iv, n, sizeof *iv, by_first_use);
+    for (size_t i = 0; i < n; i++)
+        ends[i] = &iv[i];
+    qsort(ends, n, sizeof *ends, by_last_use);
+    size_t e = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        for (; e < n && ends[e]->v->last_use < iv[i].v->first_use && !rc; e++)
+            rc = fl_give(&fl, (size_t)ends[e]->v->arena_offset, ends[e]->bytes);
+        iv[i].v->arena_offset = (int64_t)fl_take(&fl, iv[i].bytes);
+        if (fl.top > (size_t)G_MAX_BYTES) /* (each value is at most that: no sum wraps) */
+            rc = 1;
+    }
+    *arena_bytes = fl.top;
+    free(fl.gaps);
+    free(ends);
+    return rc;
 }
 
 bora_status g_finalize(g_graph *g)
@@ -487,6 +666,13 @@ bora_status g_finalize(g_graph *g)
         free(iv);
         return g_fail(g, "out of memory");
     }
+    g->readers = calloc(g->n_vals ? g->n_vals : 1, sizeof *g->readers);
+    if (!g->readers) {
+        free(needed);
+        free(iv);
+        return g_fail(g, "out of memory");
+    }
+    count_readers(g);
     const char *nf = getenv("BORA_NO_FUSION");
     int fusion = !(nf && *nf && strcmp(nf, "0"));
     if (fusion && fuse_xent(g)) {
@@ -506,6 +692,8 @@ bora_status g_finalize(g_graph *g)
         free(iv);
         return g_fail(g, "out of memory");
     }
+    free(g->readers);
+    g->readers = NULL;
     mark_needed(g, needed);
 
     /* Liveness of arena values: from the producing node to the last node reading the value or
@@ -598,42 +786,22 @@ bora_status g_finalize(g_graph *g)
         if (v->base != v || v->storage != S_ARENA || v->first_use < 0)
             continue;
         iv[n_iv++] = (interval){v, (value_bytes(v) + 63) & ~(size_t)63};
-        g->naive_bytes += iv[n_iv - 1].bytes;
+        g->naive_bytes = g->naive_bytes > SIZE_MAX - iv[n_iv - 1].bytes
+                             ? SIZE_MAX
+                             : g->naive_bytes + iv[n_iv - 1].bytes;
     }
-    qsort(iv, n_iv, sizeof *iv, by_size);
-    g->arena_bytes = 0;
-    for (size_t i = 0; i < n_iv; i++) {
-        size_t offset = 0;
-        for (int moved = 1; moved;) {
-            moved = 0;
-            for (size_t j = 0; j < i; j++) {
-                const gval *o = iv[j].v;
-                int overlap_t =
-                    o->last_use >= iv[i].v->first_use && o->first_use <= iv[i].v->last_use;
-                size_t o_start = (size_t)o->arena_offset, o_end = o_start + iv[j].bytes;
-                if (overlap_t && offset < o_end && o_start < offset + iv[i].bytes) {
-                    offset = o_end;
-                    moved = 1;
-                }
-            }
-        }
-        iv[i].v->arena_offset = (int64_t)offset;
-        if (offset + iv[i].bytes > g->arena_bytes)
-            g->arena_bytes = offset + iv[i].bytes;
-    }
+    int placed = place(iv, n_iv, &g->arena_bytes);
+    if (placed < 0)
+        g_fail(g, "out of memory");
+    else if (placed > 0)
+        g_fail(g, "the graph's intermediate values would take more than 2^62 bytes at once");
     free(iv);
     if (g->arena_bytes > g->store->arena_bytes)
         g->store->arena_bytes = g->arena_bytes;
 
     free(needed);
-    /* Inputs live outside the arena, one buffer each. */
-    for (size_t i = 0; i < g->n_inputs && !g->status; i++) {
-        g_input *in = &g->inputs[i];
-        if (ops->buffer_alloc(g->store->backend, in->nbytes ? in->nbytes : 1, 64, &in->buf) !=
-            BORA_OK)
-            return g_fail(g, "cannot allocate input '%s'", in->value->label);
-        in->ptr = ops->buffer_ptr(g->store->backend, in->buf);
-    }
+    /* (Inputs are allocated when first written or run: a caller states what the graphs need,
+     * and refuses, before anything large is allocated.) */
     /* What a kernel needs ahead of its first run, made now (the backend's prepare). */
     for (size_t i = 0; i < g->n_nodes && !g->status && ops->prepare; i++) {
         gnode *n = g->nodes[i];
@@ -652,6 +820,31 @@ bora_status g_finalize(g_graph *g)
     return g->status;
 }
 
+/* Inputs live outside the arena, one buffer each, allocated on first use. */
+static bora_status alloc_inputs(g_graph *g)
+{
+    const bora_backend_ops *ops = g->store->ops;
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        g_input *in = &g->inputs[i];
+        if (in->buf)
+            continue;
+        if (ops->buffer_alloc(g->store->backend, in->nbytes ? in->nbytes : 1, 64, &in->buf) !=
+            BORA_OK)
+            return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes for input '%s'",
+                                  in->nbytes, in->value->label);
+        in->ptr = ops->buffer_ptr(g->store->backend, in->buf);
+    }
+    return BORA_OK;
+}
+
+size_t g_input_bytes(const g_graph *g)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < g->n_inputs; i++)
+        total += (g->inputs[i].nbytes + 63) & ~(size_t)63;
+    return total;
+}
+
 bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t nbytes)
 {
     for (size_t i = 0; i < g->n_inputs; i++) {
@@ -661,8 +854,11 @@ bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t n
         if (nbytes != in->nbytes)
             return bora_error_set(BORA_ERR_INVALID, "input '%s' takes %zu bytes, not %zu", name,
                                   in->nbytes, nbytes);
-        if (!in->buf)
+        if (!g->finalized)
             return bora_error_set(BORA_ERR_INVALID, "graph is not finalized");
+        bora_status st = alloc_inputs(g);
+        if (st != BORA_OK)
+            return st;
         if (in->value->extent_max) {
             int32_t e;
             memcpy(&e, data, sizeof e);
@@ -876,6 +1072,9 @@ bora_status g_run(g_graph *g)
     if (!g->finalized || !g->store->param_ptr)
         return bora_error_set(BORA_ERR_INVALID, "graph run before it was finalized and the "
                                                 "store allocated");
+    bora_status ast = alloc_inputs(g);
+    if (ast != BORA_OK)
+        return ast;
     if (g->reads_shadows) {
         bora_status st = g_store_refresh_shadows(g->store);
         if (st != BORA_OK)

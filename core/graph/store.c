@@ -95,6 +95,7 @@ void g_store_free(g_store *s)
     for (size_t i = 0; i < s->n_slots; i++)
         free(s->slots[i].name);
     free(s->slots);
+    free(s->slot_index);
     for (size_t i = 0; i < s->n_mstates; i++)
         free(s->mstates[i].name);
     free(s->mstates);
@@ -113,12 +114,50 @@ void g_store_free(g_store *s)
     free(s);
 }
 
+static size_t slot_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return (size_t)h;
+}
+
+/* By hash, not a search of every slot: a model declares its parameters one by one, and a
+ * search of those before each made building quadratic in the number of layers. */
 long g_store_find(const g_store *s, const char *name)
 {
-    for (size_t i = 0; i < s->n_slots; i++)
-        if (!strcmp(s->slots[i].name, name))
-            return (long)i;
+    if (!s->cap_slot_index)
+        return -1;
+    size_t mask = s->cap_slot_index - 1;
+    for (size_t j = slot_hash(name) & mask; s->slot_index[j]; j = (j + 1) & mask)
+        if (!strcmp(s->slots[s->slot_index[j] - 1].name, name))
+            return s->slot_index[j] - 1;
     return -1;
+}
+
+int g_store_index(g_store *s, long at)
+{
+    if (2 * s->n_slots > s->cap_slot_index) {
+        size_t cap = s->cap_slot_index ? s->cap_slot_index * 2 : 256;
+        long *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        free(s->slot_index);
+        s->slot_index = t;
+        s->cap_slot_index = cap;
+        for (size_t i = 0; i < s->n_slots; i++)
+            if ((long)i != at)
+                for (size_t j = slot_hash(s->slots[i].name) & (cap - 1);; j = (j + 1) & (cap - 1))
+                    if (!t[j]) {
+                        t[j] = (long)i + 1;
+                        break;
+                    }
+    }
+    size_t mask = s->cap_slot_index - 1, j = slot_hash(s->slots[at].name) & mask;
+    while (s->slot_index[j])
+        j = (j + 1) & mask;
+    s->slot_index[j] = at + 1;
+    return 0;
 }
 
 static void store_value(void *dst, int dtype, double v)
@@ -185,15 +224,21 @@ static bora_status zero_buffer(g_store *s, bora_buffer *b, size_t bytes)
 
 bora_status g_store_materialize(g_store *s)
 {
-    size_t bytes = s->param_bytes ? s->param_bytes : 64;
-    if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->params) != BORA_OK ||
-        s->ops->buffer_alloc(s->backend, bytes, 64, &s->grads) != BORA_OK ||
-        s->ops->buffer_alloc(s->backend, s->arena_bytes ? s->arena_bytes : 64, 64, &s->arena) !=
-            BORA_OK)
+    size_t bytes = s->param_bytes ? s->param_bytes : 64, state_bytes;
+    if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->params) != BORA_OK)
         return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes of parameters on %s",
                               bytes, s->backend_name);
-    size_t state_bytes = bytes * (s->n_states ? s->n_states : 1);
-    if (s->ops->buffer_alloc(s->backend, state_bytes, 64, &s->states) != BORA_OK)
+    if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->grads) != BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes of gradients on %s", bytes,
+                              s->backend_name);
+    if (s->ops->buffer_alloc(s->backend, s->arena_bytes ? s->arena_bytes : 64, 64, &s->arena) !=
+        BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM,
+                              "cannot allocate the graphs' arena, %zu bytes, on %s (its size "
+                              "grows with the micro-batch and the model's sizes)",
+                              s->arena_bytes, s->backend_name);
+    if (__builtin_mul_overflow(bytes, s->n_states ? s->n_states : 1, &state_bytes) ||
+        s->ops->buffer_alloc(s->backend, state_bytes, 64, &s->states) != BORA_OK)
         return bora_error_set(BORA_ERR_NOMEM, "cannot allocate optimizer state on %s",
                               s->backend_name);
     s->state_ptr = s->ops->buffer_ptr(s->backend, s->states);

@@ -74,6 +74,11 @@ void bora_eval_free(bora_eval *e)
     free(e);
 }
 
+size_t bora_eval_input_bytes(const bora_eval *e)
+{
+    return g_input_bytes(e->g) + (size_t)(e->rows * e->seq_len) * 3 * sizeof(int32_t);
+}
+
 int64_t bora_eval_seq_len(const bora_eval *e)
 {
     return e->seq_len;

@@ -224,6 +224,13 @@ static bora_status read_settings(trainer *t, bora_config *root)
                        "trainer.per_device_parallelism: %lld does not divide train_batch_size "
                        "(%lld)",
                        (long long)t->micro, (long long)t->batch);
+    int64_t eval_seqs;
+    if (t->batch >= 1 && t->max_eval_batches > 0 &&
+        __builtin_mul_overflow(t->max_eval_batches, t->batch, &eval_seqs))
+        bora_cfg_error(cfg, bora_cfg_child(tr, "max_eval_batches"),
+                       "trainer.max_eval_batches: %lld batches of %lld sequences is past any "
+                       "count; -1 evaluates the whole validation set",
+                       (long long)t->max_eval_batches, (long long)t->batch);
     double lr, warmup, decay = 0, min_ratio;
     const char *schedule;
     bora_cfg_float(op, "learning_rate", 6e-4, &lr);
@@ -294,4 +301,62 @@ int tr_configure(trainer *t, bora_config *root)
         return 0;
     }
     return 1;
+}
+
+/* ---- sizes ---------------------------------------------------------------------------------- */
+
+/* The keys that set a model's and a run's sizes (plugins/models/gpt2/README.md). */
+static const char *const size_keys[][2] = {
+    {"model", "vocab_size"},
+    {"model", "hidden_dim"},
+    {"model", "seq_len"},
+    {"model", "num_layers"},
+    {"model", "num_heads"},
+    {"model", "mlp_scale"},
+    {"trainer", "train_batch_size"},
+    {"trainer", "per_device_parallelism"},
+};
+
+void bora_size_keys(bora_config *root, const struct g_graph *g, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (!g || !g->too_large)
+        return;
+    /* The culprits: the tensor's largest sizes, as many as pass 2^62 bytes on their own. */
+    int64_t big[BORA_MAX_DIMS];
+    int nbig = 0;
+    double bytes = g->too_large_elem;
+    int used[BORA_MAX_DIMS] = {0};
+    while (bytes <= 0x1p62 && nbig < g->too_large_ndim) {
+        int at = -1;
+        for (int i = 0; i < g->too_large_ndim; i++)
+            if (!used[i] && (at < 0 || g->too_large_dims[i] > g->too_large_dims[at]))
+                at = i;
+        used[at] = 1;
+        big[nbig++] = g->too_large_dims[at];
+        bytes *= (double)g->too_large_dims[at];
+    }
+    /* the keys set to one of them; else the largest size key */
+    size_t w = 0, n = 0, largest = 0;
+    int64_t largest_v = 0;
+    for (size_t k = 0; k < sizeof size_keys / sizeof size_keys[0]; k++) {
+        int64_t v = 0;
+        bora_config *sec = bora_cfg_child(root, size_keys[k][0]);
+        if (!bora_cfg_child(sec, size_keys[k][1]) ||
+            bora_cfg_int(sec, size_keys[k][1], 0, &v) != BORA_OK || v <= 1)
+            continue;
+        if (v > largest_v)
+            largest_v = v, largest = k;
+        int hit = 0;
+        for (int i = 0; i < nbig; i++)
+            hit |= big[i] == v;
+        if (hit && w < cap)
+            w += (size_t)snprintf(buf + w, cap - w, "%s%s.%s (%lld)", n++ ? ", " : "",
+                                  size_keys[k][0], size_keys[k][1], (long long)v);
+    }
+    if (!n && largest_v > 1 && w < cap)
+        w += (size_t)snprintf(buf + w, cap - w, "%s.%s (%lld)", size_keys[largest][0],
+                              size_keys[largest][1], (long long)largest_v);
+    if (w && w < cap)
+        snprintf(buf + w, cap - w, ": make %s smaller", n > 1 ? "them" : "it");
 }

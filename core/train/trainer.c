@@ -86,6 +86,110 @@ static void sig_watch_stop(sig_watch *w)
 
 /* ---- building -------------------------------------------------------------------------------- */
 
+/* A train graph's failure as the user meets it: the model's message, and where a tensor is too
+ * large to address, the size keys behind it. */
+static bora_status graph_error(trainer *t, bora_config *root, const char *msg)
+{
+    char keys[512];
+    bora_size_keys(root, t->train, keys, sizeof keys);
+    return bora_error_set(BORA_ERR_INVALID, "model %s: %s%s%s", t->model_entry->ops->name, msg,
+                          keys[0] ? "; " : "", keys);
+}
+
+static void human_bytes(char *buf, size_t cap, double bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 6)
+        bytes /= 1024, u++;
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+}
+
+/* The memory to plan against: BORA_MEMORY_AVAILABLE (a size, e.g. 64GiB, for a machine whose
+ * /proc/meminfo does not tell: a container's limit, a device's own memory), else MemAvailable.
+ * 0 when neither is known. */
+static uint64_t memory_available(const char **from)
+{
+    const char *env = getenv("BORA_MEMORY_AVAILABLE");
+    uint64_t bytes = 0;
+    *from = "BORA_MEMORY_AVAILABLE";
+    if (env && *env && !bora_parse_bytes(env, &bytes))
+        return bytes;
+    *from = "MemAvailable";
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kib * 1024;
+}
+
+/* Before anything large is allocated: what the run needs (parameters, their gradients, the
+ * optimizer's state, the graphs' shared arena, and the rest: inputs, the step's token rows,
+ * model state, bf16 copies), stated on one line and refused, naming the keys that drive it,
+ * when more than the memory available. *rows: the step's token count. */
+static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
+{
+    const g_store *s = t->store;
+    size_t p = s->param_bytes, state, rows_bytes, other, total;
+    int over = __builtin_mul_overflow(p, s->n_states ? s->n_states : 1, &state);
+    over |= __builtin_mul_overflow((size_t)t->batch, (size_t)t->seq_len, rows);
+    over |= __builtin_mul_overflow(*rows, 3 * sizeof(int32_t), &rows_bytes);
+    size_t parts[] = {rows_bytes,
+                      g_input_bytes(t->train),
+                      t->apply.g ? g_input_bytes(t->apply.g) : 0,
+                      t->eval ? bora_eval_input_bytes(t->eval) : 0,
+                      s->mstate_bytes,
+                      s->shadows ? p / 2 : 0};
+    other = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        over |= __builtin_add_overflow(other, parts[i], &other);
+    over |= __builtin_add_overflow(p, p, &total) || __builtin_add_overflow(total, state, &total) ||
+            __builtin_add_overflow(total, s->arena_bytes, &total) ||
+            __builtin_add_overflow(total, other, &total);
+    int64_t width = 0, layers = 0, vocab = 0;
+    bora_config *m = bora_cfg_child(root, "model");
+    bora_cfg_int(m, "hidden_dim", 0, &width);
+    bora_cfg_int(m, "num_layers", 0, &layers);
+    bora_cfg_int(m, "vocab_size", 0, &vocab);
+    char drivers[512];
+    snprintf(drivers, sizeof drivers,
+             "the arena grows with trainer.per_device_parallelism (the micro-batch, %lld "
+             "sequences; train_batch_size %lld), model.seq_len (%lld), model.hidden_dim (%lld), "
+             "model.num_layers (%lld) and model.vocab_size (%lld); the parameters, gradients and "
+             "optimizer state with the last three",
+             (long long)t->micro, (long long)t->batch, (long long)t->seq_len, (long long)width,
+             (long long)layers, (long long)vocab);
+    if (over)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "memory: the run would need more than 2^64 bytes: %s; make them "
+                              "smaller",
+                              drivers);
+    const char *from;
+    uint64_t avail = memory_available(&from);
+    char pb[32], sb[32], ab[32], ob[32], tb[32], mb[32];
+    human_bytes(pb, sizeof pb, (double)p);
+    human_bytes(sb, sizeof sb, (double)state);
+    human_bytes(ab, sizeof ab, (double)s->arena_bytes);
+    human_bytes(ob, sizeof ob, (double)other);
+    human_bytes(tb, sizeof tb, (double)total);
+    human_bytes(mb, sizeof mb, (double)avail);
+    if (avail && total > avail)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "memory: the run needs %s (%s parameters, %s gradients, %s "
+                              "optimizer state, %s arena, %s inputs and the rest), more than the "
+                              "%s available (%s): %s; make them smaller (more micro-batches of "
+                              "fewer sequences keep the batch: trainer.per_device_parallelism)",
+                              tb, pb, pb, sb, ab, ob, mb, from, drivers);
+    printf("memory: %s parameters, %s gradients, %s optimizer state, %s arena, %s inputs and the "
+           "rest (%s%s%s available)\n",
+           pb, pb, sb, ab, ob, tb, avail ? " of " : "", avail ? mb : ", none stated as");
+    return BORA_OK;
+}
+
 static bora_status build(trainer *t, bora_config *root)
 {
     bora_config *tr = bora_cfg_child(root, "trainer");
@@ -131,8 +235,7 @@ static bora_status build(trainer *t, bora_config *root)
     t->train->grads_write = t->batch == t->micro;
     bora_tensor *loss_sum = NULL;
     if (mops->build(t->model, &t->train->pub, BORA_MODE_TRAIN, &loss_sum) != BORA_OK)
-        return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
-                              t->train->status ? t->train->error : bora_error_get());
+        return graph_error(t, root, t->train->status ? t->train->error : bora_error_get());
     if (bora_inputs_check(t->train, BORA_MODE_TRAIN, t->model_entry->ops->name) != BORA_OK)
         return BORA_ERR_INVALID;
     /* The model returns the summed loss; one over the step's loss-token count makes every
@@ -141,12 +244,10 @@ static bora_status build(trainer *t, bora_config *root)
     bora_tensor *scale = bora_input(g, "loss_scale", BORA_DTYPE_F32, 0, NULL);
     bora_tensor *loss = g->api->name(g, bora_mul(g, loss_sum, scale), "loss");
     if (bora_graph_status(g) != BORA_OK)
-        return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
-                              t->train->error);
+        return graph_error(t, root, t->train->error);
     t->train->output = loss;
     if (g_autodiff(t->train, loss) != BORA_OK || g_finalize(t->train) != BORA_OK)
-        return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
-                              t->train->error);
+        return graph_error(t, root, t->train->error);
     if (bora_apply_build(t->store, oops, t->opt, t->max_grad_norm, &t->apply) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
                               bora_error_get());
@@ -154,8 +255,6 @@ static bora_status build(trainer *t, bora_config *root)
     if (t->has_val && bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
                               bora_error_get());
-    if (g_store_materialize(t->store) != BORA_OK)
-        return BORA_ERR_NOMEM;
     /* The shape the model wants its rows in. */
     for (size_t i = 0; i < t->train->n_inputs; i++) {
         const gval *v = t->train->inputs[i].value;
@@ -166,7 +265,12 @@ static bora_status build(trainer *t, bora_config *root)
         return bora_error_set(BORA_ERR_INVALID,
                               "model %s: no (batch, position) input named input_ids",
                               t->model_entry->ops->name);
-    size_t n = (size_t)(t->batch * t->seq_len); /* a whole step's rows */
+    size_t n; /* a whole step's rows */
+    bora_status mst = state_memory(t, root, &n);
+    if (mst != BORA_OK)
+        return mst;
+    if (g_store_materialize(t->store) != BORA_OK)
+        return BORA_ERR_NOMEM;
     t->ids = malloc(n * sizeof(int32_t));
     t->targets = malloc(n * sizeof(int32_t));
     t->segs = malloc(n * sizeof(int32_t));
@@ -439,7 +543,7 @@ static int run_loop(trainer *t, int64_t start)
         double secs = bora_now_s() - began;
         bora_metric summary[] = {{"train/final_loss", last},
                                  {"train/steps", (double)t->steps},
-                                 {"train/tokens", (double)(t->steps * tokens)},
+                                 {"train/tokens", (double)t->steps * (double)tokens},
                                  {"throughput/seconds_this_session", secs},
                                  {"throughput/tokens_per_second_mean",
                                   secs > 0 ? (double)((t->steps - start) * tokens) / secs : 0},

@@ -50,6 +50,12 @@ typedef struct bora_mp {
 /* 0 with *out filled, or -1 with the reason in err. */
 int bora_mp_parse(const char *mp, bora_mp *out, char *err, size_t cap);
 
+/* When graph g failed on a tensor too large to address (g_size_check): the configuration's size
+ * keys behind it, as "model.vocab_size (4611686018427387904): make it smaller", into buf; else
+ * "". */
+struct g_graph;
+void bora_size_keys(bora_config *root, const struct g_graph *g, char *buf, size_t cap);
+
 /* `bora eval`: the loss and bits per byte of a checkpoint's model (a step directory, or a run
  * directory for its latest) on cfg's validation set, printed as a line (or JSON). Returns the
  * process exit status. */

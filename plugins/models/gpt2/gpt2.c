@@ -107,6 +107,16 @@ static bora_status gpt2_create(const bora_host *h, const bora_config *cfg, bora_
                      "model.layer_norm_epsilon: %g would let LayerNorm divide by zero; give a "
                      "number above 0 (GPT-2 uses 1e-5)",
                      m->layer_norm_epsilon);
+    /* the widths the blocks compute from hidden_dim (qkv, the MLP), checked here: a wrapped
+     * product would reach the graph as a nonsense size */
+    int64_t wide;
+    if (st == BORA_OK &&
+        (__builtin_mul_overflow(m->hidden_dim, 3 > m->mlp_scale ? 3 : m->mlp_scale, &wide) ||
+         wide > ((int64_t)1 << 62)))
+        st = h->fail(h, BORA_ERR_CONFIG,
+                     "hidden_dim %lld with mlp_scale %lld is too large: the widest layer "
+                     "(max(3, mlp_scale) x hidden_dim) must stay within 2^62",
+                     (long long)m->hidden_dim, (long long)m->mlp_scale);
     if (st == BORA_OK && m->hidden_dim % m->num_heads)
         st = h->fail(h, BORA_ERR_CONFIG, "hidden_dim %lld does not divide into %lld heads",
                      (long long)m->hidden_dim, (long long)m->num_heads);
