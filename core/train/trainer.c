@@ -613,16 +613,17 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
 {
     trainer t = {.cfg = cfg, .reg = reg, .force = opts && opts->force};
     bora_config *root = bora_cfg_root(cfg);
-    int rc = 1, lock_fd = -1, made_run_dir = 0;
+    int rc = 1, lock_fd = -1, made_run_dir = 0, made_base = 0;
     sig_watch watch;
     sig_watch_start(&watch);
     if (!tr_configure(&t, root))
         goto out;
     /* One process per run, from before any work: a second one would delete the first's saves,
      * and an unwritable directory is better found now than at the first save. A directory this
-     * process made goes again at the end if no checkpoint reached it. */
+     * process made (the run's, and base_path) goes again at the end if no checkpoint reached it. */
     struct stat run_dir_stat;
     made_run_dir = stat(t.run_dir, &run_dir_stat) != 0;
+    made_base = stat(t.base_path, &run_dir_stat) != 0;
     if (bora_ckpt_lock(t.run_dir, &lock_fd) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
@@ -687,6 +688,8 @@ out:
     tr_teardown(&t);
     sig_watch_stop(&watch);
     bora_ckpt_unlock(t.run_dir, lock_fd, made_run_dir);
+    if (made_base)
+        rmdir(t.base_path); /* only when empty: no other run's directory went there */
     return rc;
 }
 
