@@ -778,7 +778,7 @@ bora_status g_finalize(g_graph *g)
         }
     }
     free(tiled);
-    /* Each value takes the lowest offset free for its whole lifetime, the largest first. */
+    /* Each value is placed in order of first use, into the smallest free gap that holds it. */
     size_t n_iv = 0;
     g->naive_bytes = 0;
     for (size_t i = 0; i < g->n_vals; i++) {
@@ -1123,6 +1123,8 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
     case S_MODEL: buf = s->mstate, off = s->mstates[v->slot].offset; break;
     default: buf = s->arena, off = (size_t)v->arena_offset;
     }
+    if (!buf) /* an input before its first write or run, or a graph never materialised */
+        return bora_error_set(BORA_ERR_INVALID, "cannot read '%s': it holds nothing yet", v->label);
     return s->ops->copy_out(s->backend, dst, buf, off + at, nbytes);
 }
 

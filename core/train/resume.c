@@ -118,8 +118,10 @@ bora_status tr_make_record(trainer *t)
     plugin_line(buf, sizeof buf, t->opt_entry);
     tr_json_kv(f, "optimizer_plugin", buf, 0);
     fputs("}", f);
-    if (fclose(f) != 0 || !text)
+    if (fclose(f) != 0 || !text) {
+        free(text);
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    }
     t->record_json = text;
     /* The resolved configuration, as JSON. */
     text = NULL;
@@ -127,8 +129,10 @@ bora_status tr_make_record(trainer *t)
     if (!f)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     bora_cfg_write_json(bora_cfg_root(t->cfg), f);
-    if (fclose(f) != 0 || !text)
+    if (fclose(f) != 0 || !text) {
+        free(text);
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    }
     t->config_json = text;
     return BORA_OK;
 }
@@ -160,8 +164,10 @@ static bora_status make_data_record(trainer *t)
     snprintf(buf, sizeof buf, "fnv:%016" PRIx64 " (the data's content)", hash);
     tr_json_kv(f, "data", buf, 0);
     fputs("}", f);
-    if (fclose(f) != 0 || !text)
+    if (fclose(f) != 0 || !text) {
+        free(text);
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    }
     t->determinism_json = text;
     return BORA_OK;
 }
@@ -187,8 +193,10 @@ static char *trainer_json(const trainer *t, int64_t step)
             t->seed, step);
     fprintf(f, "  \"determinism\": %s,\n  \"config\": %s\n}\n", t->determinism_json,
             t->config_json);
-    if (fclose(f) != 0)
+    if (fclose(f) != 0) {
+        free(text);
         return NULL;
+    }
     return text;
 }
 

@@ -107,14 +107,18 @@ static void human_bytes(char *buf, size_t cap, double bytes)
 
 /* The memory to plan against: BORA_MEMORY_AVAILABLE (a size, e.g. 64GiB, for a machine whose
  * /proc/meminfo does not tell: a container's limit, a device's own memory), else MemAvailable.
- * 0 when neither is known. */
+ * 0 when neither is known; *from NULL when the variable is not a size. */
 static uint64_t memory_available(const char **from)
 {
     const char *env = getenv("BORA_MEMORY_AVAILABLE");
     uint64_t bytes = 0;
     *from = "BORA_MEMORY_AVAILABLE";
-    if (env && *env && !bora_parse_bytes(env, &bytes))
-        return bytes;
+    if (env && *env) {
+        if (!bora_parse_bytes(env, &bytes))
+            return bytes;
+        *from = NULL; /* refused by the caller */
+        return 0;
+    }
     *from = "MemAvailable";
     FILE *f = fopen("/proc/meminfo", "r");
     char line[256];
@@ -170,6 +174,11 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
                               drivers);
     const char *from;
     uint64_t avail = memory_available(&from);
+    if (!from)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "BORA_MEMORY_AVAILABLE: '%s' is not a size; give one such as "
+                              "64GiB or 512MB",
+                              getenv("BORA_MEMORY_AVAILABLE"));
     char pb[32], sb[32], ab[32], ob[32], tb[32], mb[32];
     human_bytes(pb, sizeof pb, (double)p);
     human_bytes(sb, sizeof sb, (double)state);

@@ -1,8 +1,8 @@
 /* tests/fuzz/fuzz_sizes.c — libFuzzer target for sizes: a configuration's text, whose model and
  * trainer sizes may be any integers (2^62, products past 2^64), through the GPT-2 model, the
- * graph builder, differentiation and planning, as bora graph takes them. Each size either
- * builds or is refused with a message (and the keys behind a tensor too large are named);
- * nothing wraps, and UBSan stops at any signed overflow. Nothing is allocated for the graphs:
+ * graph builder, differentiation and planning, as bora graph takes them, and the naming of the
+ * keys behind a tensor too large. What it finds is a crash, a leak or a signed overflow (UBSan
+ * stops there); graph.sizes checks the messages. Nothing is allocated for the graphs:
  * the backend is a stub whose buffers always fail, so a planned arena of exabytes costs nothing.
  * num_layers past 4 is skipped (a graph's build time grows with it, not its sizes).
  * Build: cmake -DCMAKE_C_COMPILER=clang -DBORA_FUZZ=ON -DBORA_SANITIZE=address,undefined */

@@ -84,5 +84,8 @@ expect 1 "(MemAvailable): the arena grows with trainer.per_device_parallelism" \
 # the variable states the memory for the whole run: the small run refused under 64 KiB
 export BORA_MEMORY_AVAILABLE=64KiB
 expect 1 "more than the 64.0 KiB available (BORA_MEMORY_AVAILABLE)" train run.yaml
+# a value that is not a size is refused, not dropped for MemAvailable
+export BORA_MEMORY_AVAILABLE="64 gigs"
+expect 1 "BORA_MEMORY_AVAILABLE: '64 gigs' is not a size" train run.yaml
 unset BORA_MEMORY_AVAILABLE
 [ "$fails" -eq 0 ]
