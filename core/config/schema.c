@@ -158,7 +158,8 @@ const bora_section *bora_section_find(const char *name)
 /* ---- checking --------------------------------------------------------------------------- */
 
 /* The keys a component's map may hold: those bora reads from every component of its kind (the
- * optimizer's schedule keys, without `type`), then its plugin's (less any a core key repeats). Allocated with the configuration; the plugin's array when there are none. */
+ * optimizer's schedule keys, without `type`), then its plugin's (less any a core key repeats).
+ * Allocated with the configuration; the plugin's array when there are none. */
 static const bora_key *component_keys(bora_config *node, int kind, const bora_entry *e)
 {
     const bora_key *core = NULL;

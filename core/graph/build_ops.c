@@ -96,9 +96,9 @@ static gval *shadow_of(g_graph *g, gval *v)
     return w;
 }
 
-/* Mixed precision (docs/design.md §3.4): an f32 matmul operand in a graph computing in bf16 is rounded
- * to bf16 once (a weight used twice, or a gradient feeding both products, shares one copy); the
- * product accumulates and is returned in f32. The copy's gradient goes straight to the f32
+/* Mixed precision (docs/design.md §3.4): an f32 matmul operand in a graph computing in bf16 is
+ * rounded to bf16 once (a weight used twice, or a gradient feeding both products, shares one copy);
+ * the product accumulates and is returned in f32. The copy's gradient goes straight to the f32
  * source (autodiff's acc), not rounded on the way. */
 gval *g_lowp(g_graph *g, gval *v)
 {

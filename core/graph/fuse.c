@@ -2,10 +2,10 @@
  * kernels are chosen, runs of consecutive f32 elementwise nodes over one element count become a
  * segment; consecutive segments with the same steps and wiring (an optimizer's update of one
  * parameter after another) become one group, which the backend runs tile by tile over all its
- * segments as one kernel. Values produced and consumed inside a segment and not used after it
- * live in the backend's scratch tiles, never in memory. Every step reads and writes element i
- * only at index i, so the results are the bits of the unfused run (tested); a group the backend
- * declines runs node by node. */
+ * segments as one kernel. Values produced and consumed inside a segment and not used after it live
+ * in the backend's scratch tiles, never in memory. Every step reads and writes element i only at
+ * index i, so the results are the bits of the unfused run (tested); a group the backend declines
+ * runs node by node. */
 #include "graph.h"
 
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* core/train/resume.c — what a checkpoint records, saving one, and resuming from one (see internal.h). */
+/* core/train/resume.c — what a checkpoint records, saving one, and resuming from one (see
+ * internal.h). */
 #include "internal.h"
 
 #include "../ckpt/checkpoint.h"

@@ -131,17 +131,17 @@ typedef struct bora_kernel_args {
 
 typedef bora_status (*bora_kernel_fn)(bora_backend *b, const bora_kernel_args *args);
 
-/* A fused elementwise chain (docs/design.md §3.3): the same steps over one or more segments,
- * run tile by tile so that the intermediates stay in cache. args holds n_segments × n_steps argument blocks
- * (segment-major) whose every operand is f32 and either dense with count[segment] elements or
- * a broadcast of one element (every stride 0); since ABI 1.5 the output of a COPY step may also
- * be bf16 (dense, never scratch: round to nearest even), the parameters' bf16 copies written by
- * the optimizer's pass under trainer.mp c=bf16 and the residual stream under r=bf16; since ABI
- * 1.6 the input of a COPY step may be bf16 (dense, in memory, never scratch: widened exactly),
- * the residual stream read back. An operand whose scratch entry is not -1 lives
- * only inside a tile: its data pointer is NULL and the backend gives it scratch tile
- * scratch[step * BORA_FUSED_OPERANDS + operand] (operands: the inputs, then the outputs). Every
- * step reads and writes element i only at index i, so any tiling gives the unfused results. */
+/* A fused elementwise chain (docs/design.md §3.3): the same steps over one or more segments, run
+ * tile by tile so that the intermediates stay in cache. args holds n_segments × n_steps argument
+ * blocks (segment-major) whose every operand is f32 and either dense with count[segment] elements
+ * or a broadcast of one element (every stride 0); since ABI 1.5 the output of a COPY step may also
+ * be bf16 (dense, never scratch: round to nearest even), the parameters' bf16 copies written by the
+ * optimizer's pass under trainer.mp c=bf16 and the residual stream under r=bf16; since ABI 1.6 the
+ * input of a COPY step may be bf16 (dense, in memory, never scratch: widened exactly), the residual
+ * stream read back. An operand whose scratch entry is not -1 lives only inside a tile: its data
+ * pointer is NULL and the backend gives it scratch tile scratch[step * BORA_FUSED_OPERANDS +
+ * operand] (operands: the inputs, then the outputs). Every step reads and writes element i only at
+ * index i, so any tiling gives the unfused results. */
 #define BORA_FUSED_OPERANDS 16
 typedef struct bora_fused {
     uint32_t struct_size;
