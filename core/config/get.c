@@ -1,7 +1,8 @@
 /* core/config/get.c — typed reads of configuration values, and the scalar syntaxes they accept:
  * integers (12, -3, 1_000_000, 0x40; 1e6, 1.5e3 and 2.0 when whole and within int64), floats,
  * booleans (true/false, yes/no, on/off), durations (90s, 15m, 2h, 1d, 250ms, 1h30m; a bare number
- * is seconds) and byte sizes (512MB = 512e6, 4GiB = 4·2^30, 64K = 64·2^10; a bare number is bytes). */
+ * is seconds) and byte sizes (512MB = 512e6, 4GiB = 4·2^30, 64K = 64·2^10; a bare number is
+ * bytes). */
 #include "internal.h"
 
 #include <errno.h>
