@@ -48,7 +48,10 @@ typedef struct bora_rope_spec {
     bora_rope_kind kind; /* rope_scaling.rope_type */
     double theta;        /* rope_theta (> 0; yarn and dynamic also need != 1) */
     int64_t rotary_dims; /* int(head_dim * partial_rotary_factor): even, >= 2 (dynamic: >= 4) */
-    double factor;       /* rope_scaling.factor (> 0; linear, dynamic, llama3, yarn) */
+    /* rope_scaling.factor (> 0; linear, dynamic, llama3, yarn). A yarn config that has none
+     * means max_position_embeddings / original_max_position_embeddings, as in transformers; the
+     * config's reader passes that ratio. */
+    double factor;
     /* rope_scaling.original_max_position_embeddings (llama3, yarn); for dynamic, the model's
      * max_position_embeddings, past which the base grows. */
     int64_t original_max_position_embeddings;
