@@ -46,7 +46,7 @@ typedef enum bora_rope_layout {
 
 typedef struct bora_rope_spec {
     bora_rope_kind kind; /* rope_scaling.rope_type */
-    double theta;        /* rope_theta (> 0; yarn and dynamic also need != 1) */
+    double theta;        /* rope_theta (> 0; yarn also needs != 1) */
     int64_t rotary_dims; /* int(head_dim * partial_rotary_factor): even, >= 2 (dynamic: >= 4) */
     /* rope_scaling.factor (> 0; linear, dynamic, llama3, yarn). A yarn config that has none
      * means max_position_embeddings / original_max_position_embeddings, as in transformers; the
@@ -59,8 +59,9 @@ typedef struct bora_rope_spec {
     double high_freq_factor; /* llama3: rope_scaling.high_freq_factor */
     /* yarn: 0 means unset, as transformers' `or 32` / `or 1` (defaults 32 and 1). */
     double beta_fast, beta_slow;
-    /* yarn: 0 means unset. Unset attention_factor is mscale(factor, mscale) /
-     * mscale(factor, mscale_all_dim) when both are set, else 0.1 ln(factor) + 1. */
+    /* yarn: 0 means unset. Unset attention_factor is m(factor, mscale) /
+     * m(factor, mscale_all_dim) when both are set, else m(factor, 1), where
+     * m(s, k) = 0.1 k ln(s) + 1 (1 for s <= 1). */
     double mscale, mscale_all_dim, attention_factor;
     int truncate; /* yarn: rope_scaling.truncate (default 1: floor/ceil the correction range) */
     /* dynamic: the current sequence length (0: not yet past the original); the base only grows
