@@ -114,14 +114,19 @@ static double un(int op, double x)
     case BORA_OP_GELU_TANH:
         return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     case BORA_OP_GELU_EXACT: return 0.5 * x * (1 + erf(x / sqrt(2)));
+    case BORA_OP_SIN: return sin(x);
+    case BORA_OP_COS: return cos(x);
+    case BORA_OP_ABS: return fabs(x);
+    case BORA_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x;
     default: return NAN;
     }
 }
 
 /* unary: variant picks the op; log/sqrt/rsqrt see exp(a) > 0. */
-static const int unary_ops[] = {BORA_OP_NEG,   BORA_OP_EXP,       BORA_OP_LOG,       BORA_OP_SQRT,
-                                BORA_OP_RSQRT, BORA_OP_TANH,      BORA_OP_SIGMOID,   BORA_OP_RELU,
-                                BORA_OP_SILU,  BORA_OP_GELU_TANH, BORA_OP_GELU_EXACT};
+static const int unary_ops[] = {BORA_OP_NEG,   BORA_OP_EXP,       BORA_OP_LOG,        BORA_OP_SQRT,
+                                BORA_OP_RSQRT, BORA_OP_TANH,      BORA_OP_SIGMOID,    BORA_OP_RELU,
+                                BORA_OP_SILU,  BORA_OP_GELU_TANH, BORA_OP_GELU_EXACT, BORA_OP_SIN,
+                                BORA_OP_COS,   BORA_OP_ABS,       BORA_OP_SIGN};
 static int positive_only(int op)
 {
     return op == BORA_OP_LOG || op == BORA_OP_SQRT || op == BORA_OP_RSQRT;
@@ -142,6 +147,54 @@ static void r_unary(rig *r, int v, double *out)
     for (int i = 0; i < 12; i++)
         out[i] = un(op, positive_only(op) ? exp(a[i]) : a[i]);
     free(a);
+}
+
+/* ABI 1.9's binary ops, masks, where, clamp, constants and ramps over a (x, y) and b (y), b
+ * broadcast by name; comparisons are checked as mask · a, so a gradient passes through. */
+static bora_tensor *b_elem(bora_graph *g, int dt, int v)
+{
+    const bora_graph_api *A = g->api;
+    bora_axis ax[2] = {AX("x", 3), AX("y", 4)};
+    bora_tensor *a = P(g, "a", dt, 2, ax), *b = P(g, "b", dt, 1, ax + 1);
+    switch (v) {
+    case 0: return bora_minimum(g, a, b);
+    case 1: return bora_maximum(g, b, a); /* the broadcast operand first */
+    case 2: return bora_mul(g, bora_less(g, a, b), a);
+    case 3: return bora_mul(g, bora_greater_equal(g, a, b), a); /* less_equal (b, a) */
+    case 4: return bora_mul(g, bora_equal(g, a, bora_maximum(g, a, b)), a);
+    case 5: return bora_mul(g, bora_not_equal(g, a, bora_maximum(g, a, b)), a);
+    case 6: return bora_where(g, bora_less(g, a, b), a, bora_unary(g, BORA_OP_EXP, b));
+    case 7: /* a (y) mask, a 0-d b */
+        return bora_where(g, bora_greater(g, b, bora_scalar_like(g, b, 0)), a,
+                          A->full(g, dt, 0, NULL, 0.25));
+    case 8: return bora_clamp(g, a, -0.5, 0.5);
+    case 9: return bora_mul(g, a, A->iota(g, AX("y", 4), dt, 0.5, -0.25));
+    default: return bora_add(g, a, A->full(g, dt, 2, ax, 2.0));
+    }
+}
+static void r_elem(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a"), *b = vals(r, "b");
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) {
+            double x = a[i * 4 + j], y = b[j], m = fmax(x, y), o;
+            switch (v) {
+            case 0: o = fmin(x, y); break;
+            case 1: o = m; break;
+            case 2: o = x < y ? x : 0; break;
+            case 3: o = x >= y ? x : 0; break;
+            case 4: o = x == m ? x : 0; break;
+            case 5: o = x != m ? x : 0; break;
+            case 6: o = x < y ? x : exp(y); break;
+            case 7: o = y > 0 ? x : 0.25; break;
+            case 8: o = fmin(fmax(x, -0.5), 0.5); break;
+            case 9: o = x * (0.5 - 0.25 * j); break;
+            default: o = x + 2;
+            }
+            out[i * 4 + j] = o;
+        }
+    free(a);
+    free(b);
 }
 
 /* binary with broadcasting by name: a (x, y) op b (y); div divides by exp(b). */
@@ -534,8 +587,9 @@ static void r_layout(rig *r, int v, double *out)
 }
 
 static const ocase cases[] = {
-    {"unary", b_unary, r_unary, 11, 0},
+    {"unary", b_unary, r_unary, 15, 0},
     {"binary", b_binary, r_binary, 4, 0},
+    {"elementwise 1.9", b_elem, r_elem, 11, 0},
     {"scale/reduce", b_reduce, r_reduce, 5, 0},
     {"dot", b_dot, r_dot, 4, 0},
     {"layernorm", b_layernorm, r_layernorm, 1, 0},
