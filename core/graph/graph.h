@@ -228,6 +228,9 @@ bora_status g_store_zero_grads(g_store *s);
  * before ABI 1.9 is never asked for the ops from BORA_OP_SIN on: a graph using them fails to
  * build, naming the op. */
 void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_minor);
+/* The ABI minor the backend was built for, where g_store_mixed is not called: the ops it may be
+ * asked for (until then, those of this host's ABI). g_store_mixed sets it too. */
+void g_store_backend_abi(g_store *s, uint32_t backend_abi_minor);
 /* The parameters were written outside an apply graph: recompute the shadows before they are
  * next read. */
 void g_store_params_changed(g_store *s);

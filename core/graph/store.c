@@ -292,6 +292,11 @@ void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_m
     s->attention_bf16 = compute == BORA_DTYPE_BF16 && backend_abi_minor >= 7;
     s->scatter_init = backend_abi_minor >= 7;
     s->matmul_bias = backend_abi_minor >= 8;
+    g_store_backend_abi(s, backend_abi_minor);
+}
+
+void g_store_backend_abi(g_store *s, uint32_t backend_abi_minor)
+{
     s->elem_ops = backend_abi_minor >= 9;
     s->abi_minor = backend_abi_minor;
 }
