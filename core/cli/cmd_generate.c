@@ -323,6 +323,7 @@ int bora_cmd_generate(const bora_cli *cli)
         bora_log(BORA_LOG_ERROR, "out of memory");
         goto out;
     }
+    g_store_backend_abi(store, be_entry->file->abi_minor);
     int cached = 0;
     if (!o.no_cache) {
         bora_status st = build_graph(store, mops, model, BORA_MODE_PREFILL, &prefill);

@@ -338,6 +338,41 @@ static void op_backward(g_graph *g, gnode *n)
         break;
     }
     case BORA_OP_FILL: break;
+    case BORA_OP_SIN: acc(g, x, mul(g, dy, A->unary(&g->pub, BORA_OP_COS, x))); break;
+    case BORA_OP_COS: acc(g, x, neg(g, mul(g, dy, A->unary(&g->pub, BORA_OP_SIN, x)))); break;
+    case BORA_OP_ABS: acc(g, x, mul(g, dy, A->unary(&g->pub, BORA_OP_SIGN, x))); break;
+    case BORA_OP_SIGN: break; /* zero almost everywhere: nothing to add */
+    case BORA_OP_MINIMUM:
+    case BORA_OP_MAXIMUM: {
+        /* to a where it was chosen (a tie included), to b elsewhere: where a is NaN the
+         * gradient goes to b */
+        gval *m = n->op == BORA_OP_MINIMUM ? g_binary(g, BORA_OP_LESS_EQUAL, x, b)
+                                           : g_binary(g, BORA_OP_LESS_EQUAL, b, x);
+        gval *zero = A->full(&g->pub, dy->dtype, 0, NULL, 0.0);
+        if (!m || !zero)
+            return;
+        if (x->requires_grad)
+            acc(g, x, g_where(g, m, dy, zero));
+        if (b->requires_grad)
+            acc(g, b, g_where(g, m, zero, dy));
+        break;
+    }
+    case BORA_OP_WHERE: { /* to the chosen side; the mask has no gradient */
+        gval *m = n->in[0], *a = n->in[1], *c = n->in[2];
+        gval *zero = A->full(&g->pub, dy->dtype, 0, NULL, 0.0);
+        if (!zero)
+            return;
+        if (a->requires_grad)
+            acc(g, a, g_where(g, m, dy, zero));
+        if (c->requires_grad)
+            acc(g, c, g_where(g, m, zero, dy));
+        break;
+    }
+    case BORA_OP_LESS: /* masks and ramps: no gradient */
+    case BORA_OP_LESS_EQUAL:
+    case BORA_OP_EQUAL:
+    case BORA_OP_NOT_EQUAL:
+    case BORA_OP_IOTA: break;
     default: g_fail(g, "no gradient rule for op '%s'", g_op_name(n->op));
     }
 }

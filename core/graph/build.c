@@ -747,8 +747,12 @@ bora_tensor *api_binary(bora_graph *gp, int32_t op, bora_tensor *a, bora_tensor 
 {
     g_graph *g = (g_graph *)gp;
     NEED(g, a, b);
-    if (op < BORA_OP_ADD || op > BORA_OP_DIV) {
-        g_fail(g, "binary: op %d is not add, sub, mul or div", op);
+    if ((op < BORA_OP_ADD || op > BORA_OP_DIV) &&
+        (op < BORA_OP_MINIMUM || op > BORA_OP_NOT_EQUAL)) {
+        g_fail(g,
+               "binary: op %d is not add, sub, mul, div, minimum, maximum, less, less_equal, "
+               "equal or not_equal",
+               op);
         return NULL;
     }
     if (!g_is_float(a->dtype)) {
@@ -757,14 +761,17 @@ bora_tensor *api_binary(bora_graph *gp, int32_t op, bora_tensor *a, bora_tensor 
         g_fail(g, "%s: %s is not a floating-point tensor", g_op_name(op), d);
         return NULL;
     }
-    return g_binary(g, op, a, b);
+    gval *v = g_binary(g, op, a, b);
+    if (v && op >= BORA_OP_LESS) /* a mask: nothing flows back through a comparison */
+        v->requires_grad = 0;
+    return v;
 }
 
 bora_tensor *api_unary(bora_graph *gp, int32_t op, bora_tensor *x)
 {
     g_graph *g = (g_graph *)gp;
     NEED(g, x);
-    if (op < BORA_OP_NEG || op > BORA_OP_GELU_EXACT) {
+    if ((op < BORA_OP_NEG || op > BORA_OP_GELU_EXACT) && (op < BORA_OP_SIN || op > BORA_OP_SIGN)) {
         g_fail(g, "unary: op %d is not a unary op", op);
         return NULL;
     }
@@ -1002,6 +1009,9 @@ const bora_graph_api g_api = {
     .state = api_state,
     .write_slice = api_write_slice,
     .residual = api_residual,
+    .full = api_full,
+    .iota = api_iota,
+    .where = api_where,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1084,7 +1094,20 @@ const char *g_op_name(int op)
                                         "attention_bias",
                                         "write_slice",
                                         "cross_entropy_fused",
-                                        "sum_squares"};
+                                        "sum_squares",
+                                        "sin",
+                                        "cos",
+                                        "abs",
+                                        "sign",
+                                        "minimum",
+                                        "maximum",
+                                        "less",
+                                        "less_equal",
+                                        "equal",
+                                        "not_equal",
+                                        "where",
+                                        "iota"};
+    _Static_assert(sizeof names / sizeof names[0] == BORA_OP_COUNT_, "a name for every op");
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];
     switch (op) {

@@ -1,6 +1,6 @@
-/* core/graph/build.h — what the graph builder's two files (build.c: leaves, views, elementwise,
- * reductions, the table; build_ops.c: dot, norms, losses, attention, store leaves) share and no
- * one else needs. */
+/* core/graph/build.h — what the graph builder's files (build.c: leaves, views, elementwise,
+ * reductions, the table; build_ops.c: dot, norms, losses, attention, store leaves; build_elem.c:
+ * constants, ramps and where) share and no one else needs. */
 #ifndef BORA_GRAPH_BUILD_H
 #define BORA_GRAPH_BUILD_H
 
@@ -60,5 +60,10 @@ bora_tensor *api_state(bora_graph *gp, const char *name, int32_t dtype, int32_t 
 bora_tensor *api_write_slice(bora_graph *gp, bora_tensor *dst, bora_tensor *value, const char *axis,
                              bora_tensor *start);
 bora_tensor *api_checkpoint(bora_graph *gp, bora_tensor *x);
+/* build_elem.c */
+bora_tensor *api_full(bora_graph *gp, int32_t dtype, int32_t ndim, const bora_axis *axes,
+                      double value);
+bora_tensor *api_iota(bora_graph *gp, bora_axis axis, int32_t dtype, double start, double step);
+bora_tensor *api_where(bora_graph *gp, bora_tensor *mask, bora_tensor *a, bora_tensor *b);
 
 #endif

@@ -54,6 +54,16 @@ static int fusible_op(int op)
     case BORA_OP_GELU_TANH:
     case BORA_OP_SCALE:
     case BORA_OP_ACT_GRAD:
+    case BORA_OP_SIN: /* ABI 1.9's unary and binary ops; WHERE has three inputs, too many */
+    case BORA_OP_COS:
+    case BORA_OP_ABS:
+    case BORA_OP_SIGN:
+    case BORA_OP_MINIMUM:
+    case BORA_OP_MAXIMUM:
+    case BORA_OP_LESS:
+    case BORA_OP_LESS_EQUAL:
+    case BORA_OP_EQUAL:
+    case BORA_OP_NOT_EQUAL:
     case BORA_OP_COPY:
     case G_GRAD:
     case G_ASSIGN: return 1;

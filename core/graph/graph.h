@@ -74,6 +74,7 @@ struct gnode {
         bora_opt_xent xent;
         bora_opt_attention attn;
         bora_opt_pad pad;
+        bora_opt_iota iota;
     } opt;
     /* views */
     int view;
@@ -144,6 +145,8 @@ struct g_store {
     int attention_bf16;  /* attention's products may be bf16 under c=bf16 (ABI 1.7) */
     int scatter_init;    /* SCATTER_ADD may add into a third input's values (ABI 1.7) */
     int matmul_bias;     /* MATMUL may add a third input, a bias row (ABI 1.8) */
+    int elem_ops;        /* the backend may be asked for BORA_OP_SIN..BORA_OP_IOTA (ABI 1.9) */
+    uint32_t abi_minor;  /* the ABI minor the backend was built for (for messages) */
     int residual_dtype;  /* trainer.mp's r: the residual stream's dtype in memory (0: f32) */
     int shadows_stale;   /* the parameters changed outside an apply graph */
     bora_buffer *shadow; /* param_bytes / 2 */
@@ -221,8 +224,13 @@ bora_status g_store_zero_grads(g_store *s);
  * stream is kept in bf16 (bora_residual), rounded and read back inside fused chains where the
  * backend was built for ABI 1.6 or later; attention nodes let the backend take its products in
  * bf16 (bora_opt_attention.product_dtype) where it was built for ABI 1.7 or later and the model
- * did not ask for f32 (bora_attention_opts.upcast). 0 for either means f32. */
+ * did not ask for f32 (bora_attention_opts.upcast). 0 for either means f32. A backend built
+ * before ABI 1.9 is never asked for the ops from BORA_OP_SIN on: a graph using them fails to
+ * build, naming the op. */
 void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_minor);
+/* The ABI minor the backend was built for, where g_store_mixed is not called: the ops it may be
+ * asked for (until then, those of this host's ABI). g_store_mixed sets it too. */
+void g_store_backend_abi(g_store *s, uint32_t backend_abi_minor);
 /* The parameters were written outside an apply graph: recompute the shadows before they are
  * next read. */
 void g_store_params_changed(g_store *s);
@@ -264,6 +272,8 @@ gval *g_permute(g_graph *g, gval *t, int n, const char *const *order);
 gval *g_pad(g_graph *g, gval *x, const gval *like, int axis, int64_t start);
 gval *g_reduce_sum_to(g_graph *g, gval *x, const gval *like);
 gval *g_fill(g_graph *g, const gval *like, double value);
+/* where(mask, a, b) over values of one float dtype, broadcast by name (build_elem.c). */
+gval *g_where(g_graph *g, gval *mask, gval *a, gval *b);
 int g_axis_index(const gval *v, const char *name);
 gval *g_op1(g_graph *g, int op, int nin, gval *const *in, int dtype, int ndim, const int64_t *dims,
             const char *const *names);

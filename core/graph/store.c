@@ -84,6 +84,9 @@ g_store *g_store_new(const bora_backend_ops *ops, bora_backend *backend, const c
     s->backend = backend;
     s->backend_name = name;
     s->seed = seed;
+    /* until g_store_mixed says otherwise, a backend as new as the host (tests' own rigs) */
+    s->elem_ops = 1;
+    s->abi_minor = BORA_ABI_MINOR;
     return s;
 }
 
@@ -289,6 +292,13 @@ void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_m
     s->attention_bf16 = compute == BORA_DTYPE_BF16 && backend_abi_minor >= 7;
     s->scatter_init = backend_abi_minor >= 7;
     s->matmul_bias = backend_abi_minor >= 8;
+    g_store_backend_abi(s, backend_abi_minor);
+}
+
+void g_store_backend_abi(g_store *s, uint32_t backend_abi_minor)
+{
+    s->elem_ops = backend_abi_minor >= 9;
+    s->abi_minor = backend_abi_minor;
 }
 
 void g_store_params_changed(g_store *s)

@@ -188,7 +188,29 @@ typedef enum bora_op {
      * to x's dtype first: the bits of MUL (x, x) then SUM, without the squares in memory (a
      * gradient norm). The host uses it for a dense x; optional: without it, the two kernels. */
     BORA_OP_SUM_SQUARES = 39,
-    BORA_OP_COUNT_ = 40 /* one past the last op id */
+    /* ABI 1.9: the elementwise family a modern decoder needs. The host asks only backends built
+     * for 1.9 or later for these; on an older backend a graph using them fails to build, naming
+     * the op. Every operand has the output's dtype (a float type), aligned to its axes. */
+    BORA_OP_SIN = 40,
+    BORA_OP_COS = 41,
+    BORA_OP_ABS = 42,
+    BORA_OP_SIGN = 43, /* 1 for x > 0, -1 for x < 0, x itself for ±0 and NaN */
+    /* (a, b): b where b < a (MINIMUM) or b > a (MAXIMUM) or b is NaN, else a: a tie gives a,
+     * and a NaN in either operand is the result */
+    BORA_OP_MINIMUM = 44,
+    BORA_OP_MAXIMUM = 45,
+    /* (a, b) -> a mask: 1 where the comparison holds, else 0, in the operands' dtype (so it
+     * multiplies, adds as a bias and selects without a cast, and the fused path takes it); any
+     * comparison with NaN is false but NOT_EQUAL's */
+    BORA_OP_LESS = 46,
+    BORA_OP_LESS_EQUAL = 47,
+    BORA_OP_EQUAL = 48,
+    BORA_OP_NOT_EQUAL = 49,
+    BORA_OP_WHERE = 50, /* (mask, a, b): a where mask != 0 (NaN included), else b */
+    /* () -> (n): start + step·i for i in [0, n), computed in double and rounded once to the
+     * output's dtype (f32, f64 or i32: exact; the host checks an i32 ramp fits) (bora_opt_iota) */
+    BORA_OP_IOTA = 51,
+    BORA_OP_COUNT_ = 52 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */
@@ -232,6 +254,13 @@ typedef struct bora_opt_attention {
      * in the inputs' dtype. */
     int32_t product_dtype;
 } bora_opt_attention;
+
+typedef struct bora_opt_iota { /* ABI 1.9 */
+    uint32_t struct_size;
+    uint32_t reserved;
+    double start;
+    double step;
+} bora_opt_iota;
 
 typedef struct bora_opt_pad {
     uint32_t struct_size;
@@ -376,6 +405,20 @@ struct bora_graph_api {
      * on every new value of the stream and uses what it returns (bora_residual below works with
      * older hosts too). */
     bora_tensor *(*residual)(bora_graph *g, bora_tensor *x);
+
+    /* ABI 1.9. A constant: value in every element of a tensor of the given axes and dtype (any
+     * dtype; value must be exactly representable in an integer dtype). A 0-d constant (ndim 0)
+     * broadcasts by name against anything, at no cost: bora_add(g, x, bora_full(g, ...)). */
+    bora_tensor *(*full)(bora_graph *g, int32_t dtype, int32_t ndim, const bora_axis *axes,
+                         double value);
+    /* ABI 1.9. A ramp along one named axis: start + step·i for i in [0, axis.size), f32, f64 or
+     * i32 (an i32 ramp needs integer start and step, and every value within i32). It is 1-d:
+     * broadcasting by name places it along that axis of any tensor (positions, rotary angles). */
+    bora_tensor *(*iota)(bora_graph *g, bora_axis axis, int32_t dtype, double start, double step);
+    /* ABI 1.9. a where mask != 0, else b: mask, a and b of one float dtype, broadcast by name
+     * (one operand's axes must hold the others'). The gradient flows to the chosen side only;
+     * the mask has none. */
+    bora_tensor *(*where)(bora_graph *g, bora_tensor *mask, bora_tensor *a, bora_tensor *b);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */
@@ -432,6 +475,62 @@ static inline bora_tensor *bora_rename(bora_graph *g, bora_tensor *t, const char
 {
     return g->api->rename(g, t, from, to);
 }
+/* ABI 1.9 builders. Comparisons give a mask in the operands' dtype, 1 where the comparison
+ * holds and 0 elsewhere: a float mask rather than a u8 one, because every elementwise kernel,
+ * the fused path and autodiff work over one float dtype, and a mask is used as a factor, an
+ * additive bias and where()'s selector alike. greater and greater_equal are less and less_equal
+ * with the operands swapped. */
+static inline bora_tensor *bora_minimum(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_MINIMUM, a, b);
+}
+static inline bora_tensor *bora_maximum(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_MAXIMUM, a, b);
+}
+static inline bora_tensor *bora_less(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_LESS, a, b);
+}
+static inline bora_tensor *bora_less_equal(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_LESS_EQUAL, a, b);
+}
+static inline bora_tensor *bora_greater(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_LESS, b, a);
+}
+static inline bora_tensor *bora_greater_equal(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_LESS_EQUAL, b, a);
+}
+static inline bora_tensor *bora_equal(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_EQUAL, a, b);
+}
+static inline bora_tensor *bora_not_equal(bora_graph *g, bora_tensor *a, bora_tensor *b)
+{
+    return g->api->binary(g, BORA_OP_NOT_EQUAL, a, b);
+}
+static inline bora_tensor *bora_where(bora_graph *g, bora_tensor *mask, bora_tensor *a,
+                                      bora_tensor *b)
+{
+    return g->api->where(g, mask, a, b);
+}
+/* A 0-d constant of x's dtype, which broadcasts against x by name. */
+static inline bora_tensor *bora_scalar_like(bora_graph *g, bora_tensor *x, double value)
+{
+    return x ? g->api->full(g, g->api->dtype(x), 0, NULL, value) : NULL;
+}
+/* x limited to [lo, hi]: maximum then minimum with 0-d constants, not an op of its own, since
+ * those two already carry kernels, fusion and gradients: x's gradient passes where lo <= x <= hi
+ * (a bound that ties gives x, the first operand) and is 0 outside; lo > hi gives hi everywhere. */
+static inline bora_tensor *bora_clamp(bora_graph *g, bora_tensor *x, double lo, double hi)
+{
+    return bora_minimum(g, bora_maximum(g, x, bora_scalar_like(g, x, lo)),
+                        bora_scalar_like(g, x, hi));
+}
+
 /* x as the residual stream (bora_graph_api.residual); x itself on a host older than ABI 1.6. */
 static inline bora_tensor *bora_residual(bora_graph *g, bora_tensor *x)
 {

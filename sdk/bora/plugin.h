@@ -68,10 +68,13 @@ extern "C" {
  * bora_opt_attention.product_dtype and bora_attention_opts.upcast, and lets BORA_OP_SCATTER_ADD
  * take a third input, its initial values: the host sets the one and passes the other only to
  * backends built for 1.7 or later; 1.8 lets BORA_OP_MATMUL take a third input, a bias added to
- * each row of the result, which the host passes only to backends built for 1.8 or later). A
+ * each row of the result, which the host passes only to backends built for 1.8 or later; 1.9
+ * appends the ops BORA_OP_SIN to BORA_OP_IOTA (sin, cos, abs, sign, minimum, maximum, the
+ * comparisons, where, iota), which the host asks only of backends built for 1.9 or later, and
+ * bora_graph_api.full, iota and where). A
  * minor bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 8
+#define BORA_ABI_MINOR 9
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

@@ -14,11 +14,12 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 8,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 9,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
-                   BORA_OP_XENT_FUSED == 38 && BORA_OP_SUM_SQUARES == 39 && BORA_OP_COUNT_ == 40,
+                   BORA_OP_XENT_FUSED == 38 && BORA_OP_SUM_SQUARES == 39 && BORA_OP_SIN == 40 &&
+                   BORA_OP_WHERE == 50 && BORA_OP_IOTA == 51 && BORA_OP_COUNT_ == 52,
                "op ids changed");
 
 static void layout(void)
@@ -103,6 +104,9 @@ static void layout(void)
     _Static_assert(offsetof(bora_opt_pad, struct_size) == 0, "bora_opt_pad.struct_size");
     _Static_assert(offsetof(bora_opt_pad, axis) == 4, "bora_opt_pad.axis");
     _Static_assert(offsetof(bora_opt_pad, start) == 8, "bora_opt_pad.start");
+    _Static_assert(sizeof(bora_opt_iota) == 24, "size of bora_opt_iota");
+    _Static_assert(offsetof(bora_opt_iota, start) == 8, "bora_opt_iota.start");
+    _Static_assert(offsetof(bora_opt_iota, step) == 16, "bora_opt_iota.step");
     _Static_assert(sizeof(bora_dot_opts) == 16, "size of bora_dot_opts");
     _Static_assert(offsetof(bora_dot_opts, struct_size) == 0, "bora_dot_opts.struct_size");
     _Static_assert(offsetof(bora_dot_opts, activation) == 4, "bora_dot_opts.activation");
@@ -126,7 +130,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
     _Static_assert(offsetof(bora_attention_opts, upcast) == 56, "bora_attention_opts.upcast");
-    _Static_assert(sizeof(bora_graph_api) == 288, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 312, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -164,6 +168,9 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, state) == 264, "bora_graph_api.state");
     _Static_assert(offsetof(bora_graph_api, write_slice) == 272, "bora_graph_api.write_slice");
     _Static_assert(offsetof(bora_graph_api, residual) == 280, "bora_graph_api.residual");
+    _Static_assert(offsetof(bora_graph_api, full) == 288, "bora_graph_api.full");
+    _Static_assert(offsetof(bora_graph_api, iota) == 296, "bora_graph_api.iota");
+    _Static_assert(offsetof(bora_graph_api, where) == 304, "bora_graph_api.where");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");

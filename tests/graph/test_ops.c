@@ -114,14 +114,19 @@ static double un(int op, double x)
     case BORA_OP_GELU_TANH:
         return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     case BORA_OP_GELU_EXACT: return 0.5 * x * (1 + erf(x / sqrt(2)));
+    case BORA_OP_SIN: return sin(x);
+    case BORA_OP_COS: return cos(x);
+    case BORA_OP_ABS: return fabs(x);
+    case BORA_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x;
     default: return NAN;
     }
 }
 
 /* unary: variant picks the op; log/sqrt/rsqrt see exp(a) > 0. */
-static const int unary_ops[] = {BORA_OP_NEG,   BORA_OP_EXP,       BORA_OP_LOG,       BORA_OP_SQRT,
-                                BORA_OP_RSQRT, BORA_OP_TANH,      BORA_OP_SIGMOID,   BORA_OP_RELU,
-                                BORA_OP_SILU,  BORA_OP_GELU_TANH, BORA_OP_GELU_EXACT};
+static const int unary_ops[] = {BORA_OP_NEG,   BORA_OP_EXP,       BORA_OP_LOG,        BORA_OP_SQRT,
+                                BORA_OP_RSQRT, BORA_OP_TANH,      BORA_OP_SIGMOID,    BORA_OP_RELU,
+                                BORA_OP_SILU,  BORA_OP_GELU_TANH, BORA_OP_GELU_EXACT, BORA_OP_SIN,
+                                BORA_OP_COS,   BORA_OP_ABS,       BORA_OP_SIGN};
 static int positive_only(int op)
 {
     return op == BORA_OP_LOG || op == BORA_OP_SQRT || op == BORA_OP_RSQRT;
@@ -142,6 +147,54 @@ static void r_unary(rig *r, int v, double *out)
     for (int i = 0; i < 12; i++)
         out[i] = un(op, positive_only(op) ? exp(a[i]) : a[i]);
     free(a);
+}
+
+/* ABI 1.9's binary ops, masks, where, clamp, constants and ramps over a (x, y) and b (y), b
+ * broadcast by name; comparisons are checked as mask · a, so a gradient passes through. */
+static bora_tensor *b_elem(bora_graph *g, int dt, int v)
+{
+    const bora_graph_api *A = g->api;
+    bora_axis ax[2] = {AX("x", 3), AX("y", 4)};
+    bora_tensor *a = P(g, "a", dt, 2, ax), *b = P(g, "b", dt, 1, ax + 1);
+    switch (v) {
+    case 0: return bora_minimum(g, a, b);
+    case 1: return bora_maximum(g, b, a); /* the broadcast operand first */
+    case 2: return bora_mul(g, bora_less(g, a, b), a);
+    case 3: return bora_mul(g, bora_greater_equal(g, a, b), a); /* less_equal (b, a) */
+    case 4: return bora_mul(g, bora_equal(g, a, bora_maximum(g, a, b)), a);
+    case 5: return bora_mul(g, bora_not_equal(g, a, bora_maximum(g, a, b)), a);
+    case 6: return bora_where(g, bora_less(g, a, b), a, bora_unary(g, BORA_OP_EXP, b));
+    case 7: /* a (y) mask, a 0-d b */
+        return bora_where(g, bora_greater(g, b, bora_scalar_like(g, b, 0)), a,
+                          A->full(g, dt, 0, NULL, 0.25));
+    case 8: return bora_clamp(g, a, -0.5, 0.5);
+    case 9: return bora_mul(g, a, A->iota(g, AX("y", 4), dt, 0.5, -0.25));
+    default: return bora_add(g, a, A->full(g, dt, 2, ax, 2.0));
+    }
+}
+static void r_elem(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a"), *b = vals(r, "b");
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) {
+            double x = a[i * 4 + j], y = b[j], m = fmax(x, y), o;
+            switch (v) {
+            case 0: o = fmin(x, y); break;
+            case 1: o = m; break;
+            case 2: o = x < y ? x : 0; break;
+            case 3: o = x >= y ? x : 0; break;
+            case 4: o = x == m ? x : 0; break;
+            case 5: o = x != m ? x : 0; break;
+            case 6: o = x < y ? x : exp(y); break;
+            case 7: o = y > 0 ? x : 0.25; break;
+            case 8: o = fmin(fmax(x, -0.5), 0.5); break;
+            case 9: o = x * (0.5 - 0.25 * j); break;
+            default: o = x + 2;
+            }
+            out[i * 4 + j] = o;
+        }
+    free(a);
+    free(b);
 }
 
 /* binary with broadcasting by name: a (x, y) op b (y); div divides by exp(b). */
@@ -534,8 +587,9 @@ static void r_layout(rig *r, int v, double *out)
 }
 
 static const ocase cases[] = {
-    {"unary", b_unary, r_unary, 11, 0},
+    {"unary", b_unary, r_unary, 15, 0},
     {"binary", b_binary, r_binary, 4, 0},
+    {"elementwise 1.9", b_elem, r_elem, 11, 0},
     {"scale/reduce", b_reduce, r_reduce, 5, 0},
     {"dot", b_dot, r_dot, 4, 0},
     {"layernorm", b_layernorm, r_layernorm, 1, 0},
@@ -771,6 +825,208 @@ static void check_write_slice(void)
     rig_close(&r);
 }
 
+/* An eval graph over f32 input "x" (n) and "y" (n) returning out (made contiguous), run once;
+ * its output in got (n floats), and in *fused (if given) how fusion grouped it. 0 on success. */
+static int run_xy(bora_tensor *(*build)(bora_graph *, bora_tensor *, bora_tensor *), const float *x,
+                  const float *y, int64_t n, float *got, int *fused)
+{
+    rig rr, *r = &rr;
+    rig_open(r, plugin_dir, 2, 3);
+    g_graph *g = g_graph_new(r->store, BORA_MODE_EVAL);
+    bora_axis ax[1] = {AX("i", n)};
+    bora_tensor *xt = bora_input(&g->pub, "x", BORA_DTYPE_F32, 1, ax);
+    bora_tensor *yt = bora_input(&g->pub, "y", BORA_DTYPE_F32, 1, ax);
+    bora_tensor *out = build(&g->pub, xt, yt);
+    if (out && out->base != out)
+        out = g->pub.api->contiguous(&g->pub, out);
+    g->output = out;
+    int rc = !out || g_finalize(g) || g_store_materialize(r->store) ||
+             g_set_input(g, "x", x, sizeof(float) * (size_t)n) ||
+             g_set_input(g, "y", y, sizeof(float) * (size_t)n) || g_run(g) ||
+             g_read(g, out, got, sizeof(float) * (size_t)n);
+    if (rc)
+        fprintf(stderr, "run_xy: %s\n", g->error[0] ? g->error : bora_error_get());
+    if (fused) /* the steps of its one fused group, or minus the number of groups */
+        *fused = g->n_fused == 1 ? g->fused[0].n_steps : -(int)g->n_fused;
+    g_graph_free(g);
+    rig_close(r);
+    return rc;
+}
+
+static bora_tensor *e_sign(bora_graph *g, bora_tensor *x, bora_tensor *y)
+{
+    (void)y;
+    return bora_unary(g, BORA_OP_SIGN, x);
+}
+static bora_tensor *e_max_xy(bora_graph *g, bora_tensor *x, bora_tensor *y)
+{
+    return bora_maximum(g, x, y);
+}
+static bora_tensor *e_max_yx(bora_graph *g, bora_tensor *x, bora_tensor *y)
+{
+    return bora_maximum(g, y, x);
+}
+static bora_tensor *e_min_yx(bora_graph *g, bora_tensor *x, bora_tensor *y)
+{
+    return bora_minimum(g, y, x);
+}
+static bora_tensor *e_ne(bora_graph *g, bora_tensor *x, bora_tensor *y)
+{
+    return bora_not_equal(g, x, y);
+}
+static bora_tensor *e_le(bora_graph *g, bora_tensor *x, bora_tensor *y)
+{
+    return bora_less_equal(g, x, y);
+}
+static bora_tensor *e_where_nan(bora_graph *g, bora_tensor *x, bora_tensor *y)
+{
+    return bora_where(g, x, y, bora_scalar_like(g, y, -1)); /* a NaN mask selects a */
+}
+/* a chain of every fusible new op, dense f32, 15 nodes: fused into one group */
+static bora_tensor *e_chain(bora_graph *g, bora_tensor *x, bora_tensor *y)
+{
+    bora_tensor *s = bora_unary(g, BORA_OP_SIN, x), *c = bora_unary(g, BORA_OP_COS, y);
+    bora_tensor *m = bora_maximum(g, s, bora_minimum(g, c, bora_unary(g, BORA_OP_ABS, x)));
+    bora_tensor *k = bora_add(g, bora_less(g, x, y), bora_equal(g, s, m));
+    k = bora_add(g, k, bora_mul(g, bora_less_equal(g, y, x), bora_not_equal(g, c, m)));
+    return bora_add(g, bora_mul(g, m, k), bora_unary(g, BORA_OP_SIGN, y));
+}
+
+/* The rules the header states, at the points a gradient check cannot see: signed zeros and
+ * NaN, ties, integer constants and ramps, the fused path's bits, the errors, and the refusal of
+ * a backend built before ABI 1.9. */
+static void check_elem_rules(void)
+{
+    const float x[6] = {0.0f, -0.0f, NAN, 2.0f, -3.0f, 1.0f};
+    const float y[6] = {1.0f, 1.0f, 1.0f, NAN, 1.0f, 1.0f};
+    float got[6];
+    /* sign keeps ±0 and NaN */
+    CHECK(run_xy(e_sign, x, y, 6, got, NULL) == 0);
+    CHECK(got[0] == 0 && !signbit(got[0]) && got[1] == 0 && signbit(got[1]) && isnan(got[2]) &&
+          got[3] == 1 && got[4] == -1 && got[5] == 1);
+    /* a NaN in either operand is the result; a tie gives the first operand (-0 vs 0: its sign) */
+    CHECK(run_xy(e_max_xy, x, y, 6, got, NULL) == 0);
+    CHECK(got[0] == 1 && isnan(got[2]) && isnan(got[3]) && got[4] == 1 && got[5] == 1);
+    CHECK(run_xy(e_max_yx, x, y, 6, got, NULL) == 0);
+    CHECK(got[0] == 1 && isnan(got[2]) && isnan(got[3]) && got[4] == 1);
+    const float z[6] = {-0.0f, 0.0f, 0, 0, 0, 0}, zp[6] = {0.0f, -0.0f, 0, 0, 0, 0};
+    CHECK(run_xy(e_min_yx, z, zp, 6, got, NULL) == 0); /* minimum(zp, z): zp's zero */
+    CHECK(got[0] == 0 && !signbit(got[0]) && signbit(got[1]));
+    CHECK(run_xy(e_max_yx, z, zp, 6, got, NULL) == 0); /* maximum(zp, z): zp's zero */
+    CHECK(got[0] == 0 && !signbit(got[0]) && signbit(got[1]));
+    /* comparisons with NaN: false, but not_equal's; a NaN mask selects a */
+    CHECK(run_xy(e_ne, x, y, 6, got, NULL) == 0);
+    CHECK(got[0] == 1 && got[2] == 1 && got[3] == 1 && got[5] == 0);
+    CHECK(run_xy(e_le, x, y, 6, got, NULL) == 0);
+    CHECK(got[0] == 1 && got[2] == 0 && got[3] == 0 && got[4] == 1 && got[5] == 1);
+    CHECK(run_xy(e_where_nan, x, y, 6, got, NULL) == 0);
+    CHECK(got[0] == -1 && got[1] == -1 && got[2] == 1 && isnan(got[3]) && got[4] == 1);
+    /* the fused path gives the plain kernels' bits */
+    enum { N = 3000 };
+    float *fx = malloc(sizeof(float) * N), *fy = malloc(sizeof(float) * N);
+    float *f1 = malloc(sizeof(float) * N), *f2 = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++)
+        fx[i] = (float)sin(i * 0.37) * 3, fy[i] = i % 7 == 0 ? fx[i] : (float)cos(i * 0.11) * 2;
+    int n_fused = 0, n_plain = 0;
+    CHECK(run_xy(e_chain, fx, fy, N, f1, &n_fused) == 0);
+    setenv("BORA_NO_FUSION", "1", 1);
+    CHECK(run_xy(e_chain, fx, fy, N, f2, &n_plain) == 0);
+    unsetenv("BORA_NO_FUSION");
+    CHECK(n_fused == 15 && n_plain == 0); /* every node of the chain in one group */
+    CHECK(!memcmp(f1, f2, sizeof(float) * N));
+    free(fx), free(fy), free(f1), free(f2);
+
+    /* ties in the gradient: maximum's goes to its first operand, and clamp passes a value on
+     * its bound; sign's is zero */
+    rig r;
+    rig_open(&r, plugin_dir, 1, 3);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &g->pub;
+    bora_axis ax[1] = {AX("i", 3)};
+    bora_tensor *p = bora_param(gp, "p", BORA_DTYPE_F64, 1, ax, bora_init_constant(0.5), 0);
+    bora_tensor *q = bora_param(gp, "q", BORA_DTYPE_F64, 1, ax, bora_init_constant(0.5), 0);
+    bora_tensor *w = gp->api->iota(gp, AX("i", 3), BORA_DTYPE_F64, 1, 1); /* 1, 2, 3 */
+    bora_tensor *t = bora_add(gp, bora_maximum(gp, p, q), bora_clamp(gp, q, -0.5, 0.5));
+    t = bora_add(gp, t, bora_unary(gp, BORA_OP_SIGN, p));
+    const char *names[1] = {"i"};
+    bora_tensor *loss = gp->api->reduce(gp, BORA_OP_SUM, bora_mul(gp, t, w), 1, names);
+    g->output = loss;
+    CHECK(loss && g_autodiff(g, loss) == BORA_OK && g_finalize(g) == BORA_OK);
+    CHECK(g_store_materialize(r.store) == BORA_OK && g_run(g) == BORA_OK);
+    const double *dp = rig_grad(&r, "p"), *dq = rig_grad(&r, "q");
+    CHECK(dp[0] == 1 && dp[1] == 2 && dp[2] == 3 && dq[0] == 1 && dq[1] == 2 && dq[2] == 3);
+    g_graph_free(g);
+    rig_close(&r);
+    /* integer constants and ramps are exact (each graph on its own store, allocated for it) */
+    rig_open(&r, plugin_dir, 1, 3);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    bora_tensor *ramp = gp->api->iota(gp, AX("i", 4), BORA_DTYPE_I32, 5, -3);
+    g->output = ramp;
+    int32_t iv[4];
+    CHECK(ramp && g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
+          g_run(g) == BORA_OK && g_read(g, ramp, iv, sizeof iv) == BORA_OK);
+    CHECK(iv[0] == 5 && iv[1] == 2 && iv[2] == -1 && iv[3] == -4);
+    CHECK(g->op_runs[BORA_OP_IOTA] == 1);
+    g_graph_free(g);
+    rig_close(&r);
+    rig_open(&r, plugin_dir, 1, 3);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    bora_tensor *c7 =
+        gp->api->full(gp, BORA_DTYPE_I32, 2, (bora_axis[]){AX("j", 2), AX("k", 3)}, 7);
+    g->output = c7;
+    int32_t cv[6];
+    CHECK(c7 && g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
+          g_run(g) == BORA_OK && g_read(g, c7, cv, sizeof cv) == BORA_OK);
+    for (int i = 0; i < 6; i++)
+        CHECK(cv[i] == 7);
+    g_graph_free(g);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    /* misuse: each a build error naming what to fix */
+    CHECK(gp->api->iota(gp, AX("i", 4), BORA_DTYPE_I32, 0, 0.5) == NULL);
+    CHECK_CONTAINS(g->error, "iota along 'i' (4): an i32 ramp needs integer start and step");
+    g_graph_free(g);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    CHECK(gp->api->iota(gp, AX("i", 4), BORA_DTYPE_I32, 2147483646.0, 1) == NULL);
+    CHECK_CONTAINS(g->error, "every value within i32");
+    g_graph_free(g);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    CHECK(gp->api->full(gp, BORA_DTYPE_I32, 0, NULL, 1.5) == NULL);
+    CHECK_CONTAINS(g->error, "full: 1.5 is not a value of an integer dtype");
+    g_graph_free(g);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    bora_tensor *a32 = bora_input(gp, "a", BORA_DTYPE_F32, 1, ax);
+    bora_tensor *b64 = bora_input(gp, "b", BORA_DTYPE_F64, 1, ax);
+    CHECK(bora_where(gp, a32, a32, b64) == NULL);
+    CHECK_CONTAINS(g->error, "where: the mask 'a' (i=3) and b 'b' (i=3) have different dtypes");
+    g_graph_free(g);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    a32 = bora_input(gp, "a", BORA_DTYPE_F32, 1, ax);
+    bora_tensor *j32 = bora_input(gp, "j", BORA_DTYPE_F32, 1, (bora_axis[]){AX("j", 2)});
+    CHECK(bora_where(gp, a32, a32, j32) == NULL);
+    CHECK_CONTAINS(g->error, "has every axis of the others; broadcast one explicitly");
+    g_graph_free(g);
+    rig_close(&r);
+
+    /* a backend built for ABI 1.8 is never asked for a 1.9 op: the build fails naming it */
+    rig_open(&r, plugin_dir, 1, 3);
+    g_store_mixed(r.store, 0, 0, 8);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    g->output = bora_unary(gp, BORA_OP_COS, bora_input(gp, "a", BORA_DTYPE_F32, 1, ax));
+    CHECK(g_finalize(g) != BORA_OK);
+    CHECK_CONTAINS(g->error, "backend 'cpu' was built for ABI 1.8, which has no op 'cos' (ABI "
+                             "1.9); rebuild the backend against this SDK");
+    g_graph_free(g);
+    rig_close(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -788,6 +1044,7 @@ int main(int argc, char **argv)
                 n_checks += 3;
             }
     check_write_slice();
+    check_elem_rules();
     /* Every kernel op ran in some gradient check (forward or backward), or in its own check
      * when nothing differentiates through it (write_slice, sum_squares). */
     for (int op = 1; op < BORA_OP_COUNT_; op++)

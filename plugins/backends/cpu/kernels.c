@@ -2,6 +2,7 @@
  * fixed static partition, f32 and f64 (the f64 path is the reference for gradient checks), and
  * f32 matmuls on oneDNN's sgemm in fixed blocks of rows. */
 #include "cpu.h"
+#include "elem.h"
 #include "kernels_fast.h"
 
 #include <dnnl.h>
@@ -376,6 +377,38 @@ static bora_status matmul_bf16_bias(bora_backend *bk, const bora_kernel_args *a)
     return BORA_OK;
 }
 
+/* ---- integer and bf16 constants and ramps (ABI 1.9's full and iota) --------------------------- */
+
+static bora_status fill_any(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_tensor_desc *o = &a->outputs[0];
+    double v = ((const bora_opt_scalar *)a->options)->value;
+    int64_t n = bora_tensor_desc_numel(o);
+    for (int64_t e = 0; e < n; e++) { /* every element once, at its strided offset */
+        int64_t off = 0, rem = e;
+        for (int i = o->ndim - 1; i >= 0; i--) {
+            off += (rem % o->dims[i]) * o->strides[i];
+            rem /= o->dims[i];
+        }
+        if (o->dtype == BORA_DTYPE_U8)
+            ((uint8_t *)o->data)[off] = (uint8_t)v;
+        else
+            store(o->data, o->dtype, off, v);
+    }
+    return BORA_OK;
+}
+
+static bora_status iota_i32(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_tensor_desc *o = &a->outputs[0];
+    const bora_opt_iota *opt = a->options;
+    for (int64_t i = 0; i < o->dims[0]; i++) /* the host checked every value fits */
+        ((int32_t *)o->data)[i * o->strides[0]] = (int32_t)(opt->start + opt->step * (double)i);
+    return BORA_OK;
+}
+
 /* ---- f32: the dense fast paths first -------------------------------------------------------- */
 
 static bora_status elementwise_any_f32(bora_backend *b, const bora_kernel_args *a)
@@ -553,6 +586,17 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
                 return NULL;
         return op == BORA_OP_LAYERNORM ? layernorm_bf16x : layernorm_grad_bf16x;
     }
+    /* constants of the other dtypes, and ramps (no inputs: the dtype is the output's) */
+    if (op == BORA_OP_FILL && n == 1 &&
+        (dt[0] == BORA_DTYPE_I32 || dt[0] == BORA_DTYPE_I64 || dt[0] == BORA_DTYPE_BF16 ||
+         dt[0] == BORA_DTYPE_U8))
+        return fill_any;
+    if (op == BORA_OP_IOTA)
+        return n != 1                    ? NULL
+               : dt[0] == BORA_DTYPE_F32 ? iota_f32
+               : dt[0] == BORA_DTYPE_F64 ? iota_f64
+               : dt[0] == BORA_DTYPE_I32 ? iota_i32
+                                         : NULL;
     int32_t ft = dt[0];
     if (op == BORA_OP_SCATTER_ADD)
         ft = dt[1];
@@ -592,7 +636,18 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_GELU_TANH:
     case BORA_OP_GELU_EXACT:
     case BORA_OP_SCALE:
-    case BORA_OP_ACT_GRAD: return f64 ? elementwise_f64 : elementwise_any_f32;
+    case BORA_OP_ACT_GRAD:
+    case BORA_OP_SIN:
+    case BORA_OP_COS:
+    case BORA_OP_ABS:
+    case BORA_OP_SIGN:
+    case BORA_OP_MINIMUM:
+    case BORA_OP_MAXIMUM:
+    case BORA_OP_LESS:
+    case BORA_OP_LESS_EQUAL:
+    case BORA_OP_EQUAL:
+    case BORA_OP_NOT_EQUAL:
+    case BORA_OP_WHERE: return f64 ? elementwise_f64 : elementwise_any_f32;
     case BORA_OP_SUM:
     case BORA_OP_MAX: return f64 ? reduce_f64 : reduce_any_f32;
     case BORA_OP_SUM_SQUARES: return f64 || n != 2 ? NULL : sum_squares_f32;

@@ -5,6 +5,8 @@
  * depend on the thread count. */
 #include "kernels_fast.h"
 
+#include "elem.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,11 @@ static int span(const cpu_simd *s, int op, int act_op, float value, float *out, 
 {
     if (s->arith(op, NULL, NULL, NULL, 0, 0))
         return n == 0 || s->arith(op, out, x, y, value, n);
+    if (elem_f32_has(op)) { /* ABI 1.9's ops: plain loops, the plain kernel's bits */
+        for (int64_t i = 0; i < n; i++)
+            out[i] = elem_f32(op, x[i], y ? y[i] : 0);
+        return 1;
+    }
     switch (op) {
     case BORA_OP_ACT_GRAD: return s->act_grad(act_op, out, x, y, n);
     default: return s->unary(op, out, x, n);

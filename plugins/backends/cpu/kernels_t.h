@@ -96,6 +96,17 @@ static bora_status K(elementwise)(bora_backend *b, const bora_kernel_args *a)
             case BORA_OP_MUL: r_ = x[i * sx] * y[i * sy]; break;
             case BORA_OP_DIV: r_ = x[i * sx] / y[i * sy]; break;
             case BORA_OP_SCALE: r_ = x[i * sx] * value; break;
+            case BORA_OP_SIN:
+            case BORA_OP_COS:
+            case BORA_OP_ABS:
+            case BORA_OP_SIGN: r_ = K(elem)(op, x[i * sx], 0); break;
+            case BORA_OP_MINIMUM:
+            case BORA_OP_MAXIMUM:
+            case BORA_OP_LESS:
+            case BORA_OP_LESS_EQUAL:
+            case BORA_OP_EQUAL:
+            case BORA_OP_NOT_EQUAL: r_ = K(elem)(op, x[i * sx], y[i * sy]); break;
+            case BORA_OP_WHERE: r_ = x[i * sx] != 0 ? y[i * sy] : z[i * sz]; break;
             case BORA_OP_ACT_GRAD:
                 r_ = act_op == BORA_OP_MAX ? (x[i * sx] == y[i * sy] ? z[i * sz] : 0)
                                            : K(act_grad)(act_op, x[i * sx], y[i * sy]);
@@ -105,6 +116,18 @@ static bora_status K(elementwise)(bora_backend *b, const bora_kernel_args *a)
             out[i * so] = r_;
         }
     }
+    return BORA_OK;
+}
+
+/* start + step·i along the one axis, computed in double and rounded once */
+static bora_status K(iota)(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_tensor_desc *o = &a->outputs[0];
+    const bora_opt_iota *opt = a->options;
+    T *out = o->data;
+    for (int64_t i = 0; i < o->dims[0]; i++)
+        out[i * o->strides[0]] = (T)(opt->start + opt->step * (double)i);
     return BORA_OK;
 }
 
