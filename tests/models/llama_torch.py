@@ -23,9 +23,14 @@ Conventions, as Hugging Face's modeling code has them:
 Tolerances against bora (which computes in float32): logits 2e-4 absolute; the summed loss 1e-5
 relative; each gradient tensor's largest difference within 2e-3 of its largest magnitude.
 
-usage: /usr/bin/python3 llama_torch.py DIR      config.json, model.safetensors, inputs.safetensors
+usage: /usr/bin/python3 llama_torch.py DIR...   each DIR holds config.json, model.safetensors, inputs.safetensors
                                                 (input_ids, targets, optional segment_ids) and
                                                 outputs.safetensors (logits, loss_sum, grad.NAME)
+       /usr/bin/python3 llama_torch.py --write-case NAME DIR
+                                                writes one of the self-check's configurations
+                                                (llama2, llama3, yarn, mistral, qwen2, qwen3; all:
+                                                each as DIR/NAME) as such a DIR, outputs computed
+                                                here and stored in f32
        /usr/bin/python3 llama_torch.py --self-check
                                                 checks of the reference itself on six tiny
                                                 configurations (see self_check)"""
@@ -48,6 +53,21 @@ DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64
 
 class InputError(Exception):
     pass
+
+
+def write_safetensors(path, tensors):
+    """The same format, written: F32 for floating tensors, I32 for integer ones."""
+    header, blobs, at = {}, [], 0
+    for name, t in tensors.items():
+        a = t.detach().numpy().astype(np.float32 if t.is_floating_point() else np.int32)
+        header[name] = dict(dtype="F32" if t.is_floating_point() else "I32",
+                            shape=list(a.shape), data_offsets=[at, at + a.nbytes])
+        blobs.append(a.tobytes())
+        at += a.nbytes
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
 
 
 def read_safetensors(path):
@@ -324,6 +344,7 @@ def loss_sum(logits, targets):
 
 # ---- against bora --------------------------------------------------------------------------------
 def compare(d):
+    print(f"{d}:")
     c = load_config(json.load(open(f"{d}/config.json")), f"{d}/config.json")
     params = read_safetensors(f"{d}/model.safetensors")
     check_params(params, c, f"{d}/model.safetensors")
@@ -527,17 +548,50 @@ def check_segments(p, c, ids):
     return d < 1e-10, f"largest difference {d:.2g} (< 1e-10)"
 
 
+def make_case(name, n):
+    """One configuration's config, random weights (fixed seed), inputs and targets."""
+    cfg = CONFIGS[name]
+    c = load_config(cfg, f"self-check {name}")
+    gen = torch.Generator().manual_seed(1234 + n)
+    p = random_params(c, gen)
+    ids = torch.randint(c["vocab_size"], (B, T), generator=gen)
+    targets = torch.roll(ids, -1, 1)
+    targets[:, -1] = -100  # nothing follows the last position
+    targets[1, 3] = -100
+    return cfg, c, p, ids, targets, gen
+
+
+def write_case(name, d):
+    if name == "all":
+        return max(write_case(n, f"{d}/{n}") for n in CONFIGS)
+    if name not in CONFIGS:
+        raise InputError(f"--write-case: {name!r} is not one of {', '.join(CONFIGS)}")
+    cfg, c, p, ids, targets, _ = make_case(name, list(CONFIGS).index(name))
+    p = {k: v.float().double().requires_grad_(True) for k, v in p.items()}  # as stored
+    seg = (torch.arange(T) >= 6).long().expand(B, T).clone() if name == "llama2" else None
+    logits = forward(p, c, ids, seg)
+    loss = loss_sum(logits, targets)
+    loss.backward()
+    os.makedirs(d, exist_ok=True)
+    with open(f"{d}/config.json", "w") as f:
+        json.dump(cfg, f, indent=2)
+    write_safetensors(f"{d}/model.safetensors", p)
+    inputs = dict(input_ids=ids, targets=targets)
+    if seg is not None:
+        inputs["segment_ids"] = seg
+    write_safetensors(f"{d}/inputs.safetensors", inputs)
+    outputs = dict(logits=logits, loss_sum=loss.reshape(()))
+    outputs.update({"grad." + k: v.grad for k, v in p.items()})
+    write_safetensors(f"{d}/outputs.safetensors", outputs)
+    print(f"llama_torch: wrote {name} to {d}")
+    return 0
+
+
 def self_check():
     ok = True
-    for n, (name, cfg) in enumerate(CONFIGS.items()):
-        c = load_config(cfg, f"self-check {name}")
-        gen = torch.Generator().manual_seed(1234 + n)
-        p = random_params(c, gen)
+    for n, name in enumerate(CONFIGS):
+        _, c, p, ids, targets, gen = make_case(name, n)
         check_params(p, c)
-        ids = torch.randint(c["vocab_size"], (B, T), generator=gen)
-        targets = torch.roll(ids, -1, 1)
-        targets[:, -1] = -100
-        targets[1, 3] = -100
         results = [("(a) kv cache", check_cache(p, c, ids)), ("(b) gqa", check_gqa(p, c, ids)),
                    ("(c) gradients", check_gradients(p, c, ids, targets, gen)),
                    ("(d) window", check_window(p, c, ids)), ("(e) rope", check_rope(c)),
@@ -551,11 +605,17 @@ def self_check():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print(__doc__.split("usage: ")[1])
+    args = sys.argv[1:]
+    if not args or (args[0] == "--write-case" and len(args) != 3) or (
+            args[0] == "--self-check" and len(args) != 1):
+        print("usage: " + __doc__.split("usage: ")[1])
         sys.exit(2)
     try:
-        sys.exit(self_check() if sys.argv[1] == "--self-check" else compare(sys.argv[1]))
+        if args[0] == "--write-case":
+            sys.exit(write_case(args[1], args[2]))
+        if args[0] == "--self-check":
+            sys.exit(self_check())
+        sys.exit(max(compare(d) for d in args))
     except (InputError, OSError, KeyError, ValueError) as e:
         print(f"llama_torch: {e}")
         sys.exit(1)
