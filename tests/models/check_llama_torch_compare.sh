@@ -38,7 +38,8 @@ broken("missing", "model.safetensors", lambda t: t.pop("model.layers.0.self_attn
 broken("tied", "model.safetensors", lambda t: t.update({"lm_head.weight": t["model.norm.weight"]}))
 broken("heads", "model.safetensors", lambda t: None)
 cfg = open(f"{tmp}/heads/config.json").read()
-open(f"{tmp}/heads/config.json", "w").write(cfg.replace('"num_key_value_heads": 2', '"num_key_value_heads": 3'))
+cfg = cfg.replace('"num_key_value_heads": 2', '"num_key_value_heads": 3')
+open(f"{tmp}/heads/config.json", "w").write(cfg)
 PY
 
 # expect NAME TEXT: the comparison of broken copy NAME fails, says TEXT, and does not crash

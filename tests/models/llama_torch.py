@@ -23,9 +23,10 @@ Conventions, as Hugging Face's modeling code has them:
 Tolerances against bora (which computes in float32): logits 2e-4 absolute; the summed loss 1e-5
 relative; each gradient tensor's largest difference within 2e-3 of its largest magnitude.
 
-usage: /usr/bin/python3 llama_torch.py DIR...   each DIR holds config.json, model.safetensors, inputs.safetensors
-                                                (input_ids, targets, optional segment_ids) and
-                                                outputs.safetensors (logits, loss_sum, grad.NAME)
+usage: /usr/bin/python3 llama_torch.py DIR...   each DIR holds config.json, model.safetensors,
+                                                inputs.safetensors (input_ids, targets, optional
+                                                segment_ids) and outputs.safetensors (logits,
+                                                loss_sum, grad.NAME)
        /usr/bin/python3 llama_torch.py --write-case NAME DIR
                                                 writes one of the self-check's configurations
                                                 (llama2, llama3, yarn, mistral, qwen2, qwen3; all:
@@ -115,7 +116,7 @@ def load_config(cfg, where="config.json"):
         raise InputError(f"{where}: model_type {kind!r} is not one of {', '.join(DEFAULTS)}")
     c = dict(DEFAULTS[kind], tie_word_embeddings=False, partial_rotary_factor=1.0,
              hidden_act="silu", rope_scaling=None)
-    c.update({k: v for k, v in cfg.items() if v is not None or k == "rope_scaling"})
+    c.update(cfg)  # null is a value: Mistral's "sliding_window": null means no window
     c["model_type"] = kind
     for k in REQUIRED:
         if not isinstance(c.get(k), int) or c[k] <= 0:
@@ -129,6 +130,9 @@ def load_config(cfg, where="config.json"):
                          f"num_attention_heads {H}")
     if not c.get("head_dim"):  # Llama, Mistral: hidden_size // num_attention_heads
         c["head_dim"] = c["hidden_size"] // H
+    w = c["sliding_window"]
+    if w is not None and (not isinstance(w, int) or w <= 0):
+        raise InputError(f"{where}: sliding_window must be a positive integer or null (got {w!r})")
     # Qwen2 has q/k/v biases and no o_proj bias; Mistral none; Llama and Qwen3 attention_bias.
     c["qkv_bias"] = kind == "qwen2" or (kind in ("llama", "qwen3") and c["attention_bias"])
     c["o_bias"] = kind in ("llama", "qwen3") and c["attention_bias"]
@@ -142,7 +146,10 @@ def load_config(cfg, where="config.json"):
         slide = [w is not None and i >= c["max_window_layers"] for i in range(L)]
     else:
         slide = [c["sliding_window"] is not None] * L
-    if "layer_types" in cfg:
+    if cfg.get("layer_types") is not None:
+        if len(cfg["layer_types"]) != L:
+            raise InputError(f"{where}: layer_types has {len(cfg['layer_types'])} entries, "
+                             f"num_hidden_layers is {L}")
         slide = [t == "sliding_attention" for t in cfg["layer_types"]]
     c["window"] = [c["sliding_window"] if s else None for s in slide]
     # The rope spec: legacy rope_scaling (with "type" or "rope_type") or newer rope_parameters.
@@ -153,7 +160,17 @@ def load_config(cfg, where="config.json"):
     if c["rope_type"] not in ("default", "linear", "dynamic", "llama3", "yarn"):
         raise InputError(f"{where}: rope_scaling.rope_type {c['rope_type']!r} is not one of "
                          "default, linear, dynamic, llama3, yarn")
+    need = {"linear": ("factor",), "dynamic": ("factor",), "yarn": (),
+            "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                       "original_max_position_embeddings")}.get(c["rope_type"], ())
+    for k in need:
+        if not isinstance(rs.get(k), (int, float)) or rs[k] <= 0:
+            raise InputError(f"{where}: rope_scaling.{k} must be a positive number for "
+                             f"rope_type {c['rope_type']} (got {rs.get(k)!r})")
     c["rotary_dims"] = int(c["head_dim"] * c["partial_rotary_factor"])
+    if c["rotary_dims"] < 2 or c["rotary_dims"] % 2:
+        raise InputError(f"{where}: head_dim * partial_rotary_factor is {c['rotary_dims']}; "
+                         "rotate-half needs an even number of rotary dims, at least 2")
     return c
 
 
@@ -356,6 +373,21 @@ def compare(d):
             raise InputError(f"{d}/inputs.safetensors: tensor {name} is missing")
     ids, targets = inputs["input_ids"].long(), inputs["targets"].long()
     seg = inputs["segment_ids"].long() if "segment_ids" in inputs else None
+    V, where = c["vocab_size"], f"{d}/inputs.safetensors"
+    for name, t in (("targets", targets), ("segment_ids", seg)):
+        if ids.dim() != 2 or (t is not None and t.shape != ids.shape):
+            raise InputError(f"{where}: {name} must be (batch, position) like input_ids "
+                             f"{tuple(ids.shape)}, is {tuple(t.shape)}")
+    bad_target = (targets != -100) & ((targets < 0) | (targets >= V))
+    if ids.min() < 0 or ids.max() >= V or bad_target.any():
+        raise InputError(f"{where}: input_ids and targets must lie in 0 .. vocab_size-1 = {V - 1} "
+                         "(targets may be -100)")
+    for name in ["logits", "loss_sum"]:
+        if name not in ours:
+            raise InputError(f"{d}/outputs.safetensors: tensor {name} is missing")
+    if ours["logits"].shape != (*ids.shape, V):
+        raise InputError(f"{d}/outputs.safetensors: logits are {tuple(ours['logits'].shape)}, "
+                         f"want {(*ids.shape, V)}")
     logits = forward(params, c, ids, seg)
     loss = loss_sum(logits, targets)
     loss.backward()
