@@ -15,7 +15,9 @@ Conventions, as Hugging Face's modeling code has them:
   same terms (labels shifted inside the model): ours = HF's * the number of targets counted.
 - Documents (segment_ids, as bora's GPT-2 reference): a query sees only keys of its own segment.
   Positions are not restarted at a document's start; RoPE depends only on relative position, so
-  a document's logits equal those of the document alone (checked below).
+  a document's logits equal those of the document alone (self-check (g)).
+- KV cache (decoding): keys and values are kept after RoPE; a sliding-window layer keeps only its
+  last sliding_window positions, all a later query can see.
 - Partial rotary (partial_rotary_factor < 1): the first int(head_dim * factor) dims of each head
   are rotated (rotate-half within them), the rest pass through, as transformers' models with
   partial rotary do.
@@ -168,9 +170,10 @@ def load_config(cfg, where="config.json"):
             raise InputError(f"{where}: rope_scaling.{k} must be a positive number for "
                              f"rope_type {c['rope_type']} (got {rs.get(k)!r})")
     c["rotary_dims"] = int(c["head_dim"] * c["partial_rotary_factor"])
-    if c["rotary_dims"] < 2 or c["rotary_dims"] % 2:
+    least = 4 if c["rope_type"] == "dynamic" else 2  # dynamic divides by dims - 2
+    if c["rotary_dims"] < least or c["rotary_dims"] % 2:
         raise InputError(f"{where}: head_dim * partial_rotary_factor is {c['rotary_dims']}; "
-                         "rotate-half needs an even number of rotary dims, at least 2")
+                         f"rotate-half needs an even number of rotary dims, at least {least}")
     return c
 
 
@@ -620,6 +623,8 @@ def write_case(name, d):
 
 
 def self_check():
+    """Each configuration through (a)-(g): what can be checked of the reference without bora.
+    Each check has been seen to fail on a one-line change to the code it guards."""
     ok = True
     for n, name in enumerate(CONFIGS):
         _, c, p, ids, targets, gen = make_case(name, n)
