@@ -516,11 +516,11 @@ def check_gradients(p, c, ids, targets, gen):
     return worst < 1, f"{len(p)} tensors, worst difference {worst:.2g} of its tolerance"
 
 
-def check_window(p, c, ids):
+def check_window(p, c, ids, required=False):
     """(d) with a window on every layer, the logits at i change when token j changes exactly when
     i - L*(window - 1) <= j <= i."""
     if not all(c["window"]):
-        return True, "n/a (no sliding window)"
+        return not required, "n/a (not every layer slides)"
     reach = sum(w - 1 for w in c["window"])
     base, bad = forward(p, c, ids), 0
     for j in range(T):
@@ -634,8 +634,12 @@ def self_check():
                    ("(d) window", check_window(p, c, ids)), ("(e) rope", check_rope(c)),
                    ("(f) q/k norm", check_qk_norm(p, c, ids)),
                    ("(g) documents", check_segments(p, c, ids))]
+        if name == "qwen2":  # Qwen2Config's layer_types: layers >= max_window_layers slide
+            slid = load_config(dict(CONFIGS[name], use_sliding_window=True, sliding_window=3,
+                                    max_window_layers=0))
+            results.append(("(d) use_sliding_window", check_window(p, slid, ids, required=True)))
         for what, (good, text) in results:
-            print(f"{name:8s} {what:14s} {'ok  ' if good else 'FAIL'} {text}")
+            print(f"{name:8s} {what:22s} {'ok  ' if good else 'FAIL'} {text}")
             ok &= good
     print("llama_torch --self-check: " + ("all checks passed" if ok else "FAILED"))
     return 0 if ok else 1
