@@ -16,7 +16,7 @@ py=/usr/bin/python3
     "$tmp"/qwen3 > "$tmp/out" || { cat "$tmp/out"; echo "FAIL: a configuration failed"; exit 1; }
 test "$(grep -c "all checks passed" "$tmp/out")" = 6
 
-# Six broken copies of the qwen3 DIR, each with one change to the files bora would write.
+# Broken copies of the qwen3 and llama3 DIRs, each with one change to the files bora would write.
 "$py" - "$script" "$tmp" <<'PY'
 import os, shutil, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
@@ -40,6 +40,11 @@ broken("heads", "model.safetensors", lambda t: None)
 cfg = open(f"{tmp}/heads/config.json").read()
 cfg = cfg.replace('"num_key_value_heads": 2', '"num_key_value_heads": 3')
 open(f"{tmp}/heads/config.json", "w").write(cfg)
+shutil.copytree(f"{tmp}/llama3", f"{tmp}/rope")
+cfg = open(f"{tmp}/rope/config.json").read().replace('"low_freq_factor"', '"low_frequency"')
+open(f"{tmp}/rope/config.json", "w").write(cfg)
+shutil.copytree(f"{tmp}/llama3", f"{tmp}/json")
+open(f"{tmp}/json/config.json", "a").write(",")
 PY
 
 # expect NAME TEXT: the comparison of broken copy NAME fails, says TEXT, and does not crash
@@ -56,4 +61,6 @@ expect loss "relative 0.0001"
 expect missing "tensor model.layers.0.self_attn.k_norm.weight is missing"
 expect tied "tensor lm_head.weight is not a parameter of this config (tie_word_embeddings is true"
 expect heads "config.json: num_key_value_heads 3 must divide num_attention_heads 4"
+expect rope "config.json: rope_scaling.low_freq_factor must be a positive number for rope_type"
+expect json "config.json: not JSON"
 echo "llama reference comparison: passes on six configurations, fails on each change"

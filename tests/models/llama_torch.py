@@ -365,7 +365,12 @@ def loss_sum(logits, targets):
 # ---- against bora --------------------------------------------------------------------------------
 def compare(d):
     print(f"{d}:")
-    c = load_config(json.load(open(f"{d}/config.json")), f"{d}/config.json")
+    try:
+        with open(f"{d}/config.json") as f:
+            cfg = json.load(f)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{d}/config.json: not JSON ({e})")
+    c = load_config(cfg, f"{d}/config.json")
     params = read_safetensors(f"{d}/model.safetensors")
     check_params(params, c, f"{d}/model.safetensors")
     params = {k: v.double().requires_grad_(True) for k, v in params.items()}
