@@ -426,8 +426,9 @@ def compare(d):
 # ---- checks of the reference itself --------------------------------------------------------------
 # The six configurations bora is compared on, tiny: Llama 2 (MHA, untied), Llama 3.2-like (GQA,
 # llama3 rope, tied), a yarn Llama (partial rotary, decoupled head_dim, attention and MLP
-# biases), Mistral (a window of 4 in 16 positions), Qwen2 (q/k/v biases, tied), Qwen3 (q/k norms,
-# head_dim 16 with hidden 32).
+# biases), Mistral (a window of 4 in 16 positions), Qwen2 (q/k/v biases, tied; its window check
+# again with use_sliding_window, max_window_layers 0 and a window of 3), Qwen3 (q/k norms,
+# head_dim 16 with hidden 32). Two layers, batch 2, 16 positions, vocabulary 50, seeds fixed.
 BASE = dict(vocab_size=50, num_hidden_layers=2, num_attention_heads=4, hidden_act="silu")
 CONFIGS = {
     "llama2": dict(BASE, model_type="llama", hidden_size=48, intermediate_size=96,
