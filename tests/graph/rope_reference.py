@@ -143,4 +143,5 @@ def main():
     sys.exit(1 if fails else 0)
 
 
-main()
+if __name__ == "__main__":  # importable by tests/models/llama_torch.py
+    main()
