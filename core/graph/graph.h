@@ -71,6 +71,7 @@ struct gnode {
         bora_opt_act act;
         bora_opt_reduce reduce;
         bora_opt_norm norm;
+        bora_opt_rms_norm rms;
         bora_opt_xent xent;
         bora_opt_attention attn;
         bora_opt_pad pad;

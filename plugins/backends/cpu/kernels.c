@@ -657,6 +657,14 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
         return f64 ? matmul_naive_f64 : matmul_f32;
     case BORA_OP_LAYERNORM: return f64 ? layernorm_f64 : layernorm_any_f32;
     case BORA_OP_LAYERNORM_GRAD: return f64 ? layernorm_grad_f64 : layernorm_grad_any_f32;
+    case BORA_OP_RMS_NORM: /* (x, [weight]) -> y, rstd */
+        if (n != 3 && n != 4)
+            return NULL;
+        PICK(rms_norm);
+    case BORA_OP_RMS_NORM_GRAD: /* (x, [weight], rstd, dy) -> dx, [dweight] */
+        if (n != 4 && n != 6)
+            return NULL;
+        PICK(rms_norm_grad);
     case BORA_OP_SOFTMAX:
     case BORA_OP_LOG_SOFTMAX: PICK(softmax);
     case BORA_OP_XENT: return f64 ? xent_f64 : xent_any_f32;
