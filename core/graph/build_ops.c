@@ -436,9 +436,8 @@ bora_tensor *api_rms_norm(bora_graph *gp, bora_tensor *x, bora_tensor *weight, c
         return rms_norm_decomposed(g, x, weight, g_intern(axis), eps, weight_offset);
     gval *xl = axis_last(g, x, axis);
     gval *ins[2] = {xl, weight};
-    gval *y =
-        xl ? g_op1(g, BORA_OP_RMS_NORM, 1 + nw, ins, x->dtype, xl->ndim, xl->dims, xl->names)
-           : NULL;
+    gval *y = xl ? g_op1(g, BORA_OP_RMS_NORM, 1 + nw, ins, x->dtype, xl->ndim, xl->dims, xl->names)
+                 : NULL;
     if (!y)
         return NULL;
     gnode *n = y->node;

@@ -1068,8 +1068,8 @@ static int run_rms(int threads, uint32_t backend_minor, float *out, uint64_t *fu
     bora_tensor *ye = NULL, *loss = NULL;
     for (int k = 0; k < 2; k++) {
         bora_graph *gp = k ? &t->pub : &e->pub;
-        bora_tensor *x = P(gp, "x", BORA_DTYPE_F32, 2, ax), *w = P(gp, "w", BORA_DTYPE_F32, 1,
-                                                                   &ax[1]);
+        bora_tensor *x = P(gp, "x", BORA_DTYPE_F32, 2, ax),
+                    *w = P(gp, "w", BORA_DTYPE_F32, 1, &ax[1]);
         bora_tensor *y = gp->api->rms_norm(gp, x, w, "d", 1e-6, 0);
         if (!k) {
             ye = e->output = y;
@@ -1087,7 +1087,10 @@ static int run_rms(int threads, uint32_t backend_minor, float *out, uint64_t *fu
              g_read(e, ye, out, sizeof(float) * RMS_R * RMS_D) ||
              g_set_input(t, "m", m, sizeof(float) * RMS_R * RMS_D) || g_run(t);
     if (rc) {
-        fprintf(stderr, "run_rms: %s%s\n", e->error, t->error[0] ? t->error : bora_error_get());
+        fprintf(stderr, "run_rms: %s\n",
+                e->error[0]   ? e->error
+                : t->error[0] ? t->error
+                              : bora_error_get());
     } else {
         memcpy(out + RMS_R * RMS_D, rig_grad(&r, "x"), sizeof(float) * RMS_R * RMS_D);
         memcpy(out + 2 * RMS_R * RMS_D, rig_grad(&r, "w"), sizeof(float) * RMS_D);
