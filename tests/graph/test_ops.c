@@ -1103,8 +1103,53 @@ static int run_rms(int threads, uint32_t backend_minor, float *out, uint64_t *fu
     return rc;
 }
 
+/* Under trainer.mp r=bf16: the loss sum(rms_norm(residual(x), w, offset 1) · m) and dw, in out
+ * (1 + RMS_D floats), fusion (and with it the planner's bf16 reads) on or off; in *bf16_reads
+ * the rms_norm nodes that read the bf16 stream itself. 0 on success. */
+static int run_rms_residual(int fusion, float *out, int *bf16_reads)
+{
+    if (!fusion)
+        setenv("BORA_NO_FUSION", "1", 1);
+    rig r;
+    rig_open(&r, plugin_dir, 2, 5);
+    g_store_mixed(r.store, BORA_DTYPE_F32, BORA_DTYPE_BF16, BORA_ABI_MINOR);
+    bora_axis ax[2] = {AX("r", RMS_R), AX("d", RMS_D)};
+    g_graph *t = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &t->pub;
+    bora_tensor *x = bora_residual(gp, bora_input(gp, "x", BORA_DTYPE_F32, 2, ax));
+    bora_tensor *w = P(gp, "w", BORA_DTYPE_F32, 1, &ax[1]);
+    bora_tensor *m = bora_input(gp, "m", BORA_DTYPE_F32, 2, ax);
+    const char *names[2] = {"r", "d"};
+    bora_tensor *loss = gp->api->reduce(
+        gp, BORA_OP_SUM, bora_mul(gp, gp->api->rms_norm(gp, x, w, "d", 1e-6, 1), m), 2, names);
+    t->output = loss;
+    float *xm = malloc(sizeof(float) * RMS_R * RMS_D * 2);
+    for (int i = 0; i < RMS_R * RMS_D * 2; i++)
+        xm[i] = (float)sin(0.3 + i * 0.77) * 2;
+    int rc = !loss || g_autodiff(t, loss) || g_finalize(t) || g_store_materialize(r.store) ||
+             g_set_input(t, "x", xm, sizeof(float) * RMS_R * RMS_D) ||
+             g_set_input(t, "m", xm + RMS_R * RMS_D, sizeof(float) * RMS_R * RMS_D) || g_run(t) ||
+             g_read(t, loss, out, sizeof(float));
+    if (rc) {
+        fprintf(stderr, "run_rms_residual: %s\n", t->error[0] ? t->error : bora_error_get());
+    } else {
+        memcpy(out + 1, rig_grad(&r, "w"), sizeof(float) * RMS_D);
+        *bf16_reads = 0;
+        for (size_t i = 0; i < t->n_nodes; i++)
+            *bf16_reads +=
+                (t->nodes[i]->op == BORA_OP_RMS_NORM || t->nodes[i]->op == BORA_OP_RMS_NORM_GRAD) &&
+                t->nodes[i]->kernel && t->nodes[i]->in[0]->dtype == BORA_DTYPE_BF16;
+    }
+    free(xm);
+    g_graph_free(t);
+    rig_close(&r);
+    unsetenv("BORA_NO_FUSION");
+    return rc;
+}
+
 /* rms_norm beyond the gradient check: its f32 bits the same on 1 and 2 threads, its
- * decomposition on a backend built before ABI 1.9, and the errors of its misuse. */
+ * decomposition on a backend built before ABI 1.9, its reading of a bf16 residual stream (the
+ * bits of reading its f32 widening), and the errors of its misuse. */
 static void check_rms_norm_rules(void)
 {
     float *one = calloc(RMS_OUT, sizeof(float)), *two = calloc(RMS_OUT, sizeof(float));
@@ -1125,6 +1170,13 @@ static void check_rms_norm_rules(void)
             break;
         }
     free(one), free(two), free(old);
+    /* under r=bf16 forward and backward read the stream in bf16, with the widening's bits */
+    float direct[1 + RMS_D], widened[1 + RMS_D];
+    int reads_direct = 0, reads_widened = -1;
+    CHECK(run_rms_residual(1, direct, &reads_direct) == 0);
+    CHECK(run_rms_residual(0, widened, &reads_widened) == 0);
+    CHECK(reads_direct == 2 && reads_widened == 0);
+    CHECK(!memcmp(direct, widened, sizeof direct));
 
     rig r;
     rig_open(&r, plugin_dir, 1, 3);
