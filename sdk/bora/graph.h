@@ -442,11 +442,11 @@ struct bora_graph_api {
      * weight_offset), weight (axis only, x's dtype) optional: NULL scales by nothing (and
      * weight_offset is then ignored). The statistics and the scaling are f32 or wider whatever
      * x's dtype (under trainer.mp c=bf16 too), and the result is rounded to x's dtype once, after
-     * the scaling: GemmaRMSNorm's order, so Gemma's x·(1 + w) is weight_offset = 1 with the bits
-     * of its forward. LlamaRMSNorm rounds x · rstd to x's dtype before multiplying by its weight;
-     * for a bf16 x that order is this op without a weight followed by bora_mul by the weight (for
-     * f32 and f64 the two orders are the same). On a backend without the fused kernel (or
-     * built before ABI 1.9) it is built from primitives, with the same result up to rounding. */
+     * the scaling. That is GemmaRMSNorm's order, so Gemma's x·(1 + w) is weight_offset = 1.
+     * LlamaRMSNorm rounds x · rstd to x's dtype before multiplying by its weight: for a bf16 x,
+     * this op without a weight followed by bora_mul by the weight (an f32 or f64 x has no cast
+     * between the two, so one op serves both). On a backend without the fused kernel (or built
+     * before ABI 1.9) it is built from primitives, with the same result up to rounding. */
     bora_tensor *(*rms_norm)(bora_graph *g, bora_tensor *x, bora_tensor *weight, const char *axis,
                              double eps, double weight_offset);
 };
