@@ -1053,11 +1053,11 @@ static void check_elem_rules(void)
     rig_close(&r);
 }
 
-/* rms_norm in f32 over (r=37, d=64), d last, with a weight: y of an eval graph, then dx and
- * dweight of sum(y · m) for a fixed input m, read into out (37·64 + 37·64 + 64 floats).
+/* rms_norm in f32 over (r=37, d=96), d last, with a weight: y of an eval graph, then dx and
+ * dweight of sum(y · m) for a fixed input m, read into out (37·96 + 37·96 + 96 floats).
  * backend_minor is the ABI minor the store believes of the backend. 0 on success; the number of
  * fused rms_norm kernels that ran in *fused_runs. */
-enum { RMS_R = 37, RMS_D = 64, RMS_OUT = RMS_R * RMS_D * 2 + RMS_D };
+enum { RMS_R = 37, RMS_D = 96, RMS_OUT = RMS_R * RMS_D * 2 + RMS_D };
 static int run_rms(int threads, uint32_t backend_minor, float *out, uint64_t *fused_runs)
 {
     rig r;

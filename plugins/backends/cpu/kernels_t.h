@@ -345,17 +345,23 @@ static bora_status K(rms_norm_grad)(bora_backend *b, const bora_kernel_args *a)
     }
     if (!nw)
         return BORA_OK;
-    /* dweight sums over rows: split by column, rows in order */
+    /* dweight sums over rows: split into blocks of 64 columns, each walking the rows in order
+     * (a row's block at a time, not a column down every row) */
     const bora_tensor_desc *dw = &a->outputs[1];
+    int64_t jobs = (n + 63) / 64;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        double acc = 0;
+    for (int64_t j = 0; j < jobs; j++) {
+        int64_t c0 = j * 64, width = n - c0 < 64 ? n - c0 : 64;
+        double acc[64] = {0};
         for (int64_t r = 0; r < rows; r++) {
-            const T *xr = (const T *)x->data + K(row_offset)(x, r);
-            const T *dyr = (const T *)dyd->data + K(row_offset)(dyd, r);
-            acc += (double)dyr[i * sdy] * ((double)xr[i * sx] * (double)rstd[r]);
+            const T *xr = (const T *)x->data + K(row_offset)(x, r) + c0 * sx;
+            const T *dyr = (const T *)dyd->data + K(row_offset)(dyd, r) + c0 * sdy;
+            double rs = (double)rstd[r];
+            for (int64_t i = 0; i < width; i++)
+                acc[i] += (double)dyr[i * sdy] * ((double)xr[i * sx] * rs);
         }
-        ((T *)dw->data)[i * dw->strides[0]] = (T)acc;
+        for (int64_t i = 0; i < width; i++)
+            ((T *)dw->data)[(c0 + i) * dw->strides[0]] = (T)acc[i];
     }
     return BORA_OK;
 }
