@@ -1055,14 +1055,15 @@ static void check_elem_rules(void)
 
 /* rms_norm in f32 over (r=37, d=96), d last, with a weight: y of an eval graph, then dx and
  * dweight of sum(y · m) for a fixed input m, read into out (37·96 + 37·96 + 96 floats).
- * backend_minor is the ABI minor the store believes of the backend. 0 on success; the number of
- * fused rms_norm kernels that ran in *fused_runs. */
+ * backend_minor is the ABI minor the store believes of the backend, compute trainer.mp's c. 0 on
+ * success; the number of fused rms_norm kernels that ran in *fused_runs. */
 enum { RMS_R = 37, RMS_D = 96, RMS_OUT = RMS_R * RMS_D * 2 + RMS_D };
-static int run_rms(int threads, uint32_t backend_minor, float *out, uint64_t *fused_runs)
+static int run_rms(int threads, uint32_t backend_minor, int compute, float *out,
+                   uint64_t *fused_runs)
 {
     rig r;
     rig_open(&r, plugin_dir, threads, 5);
-    g_store_mixed(r.store, 0, 0, backend_minor);
+    g_store_mixed(r.store, compute, 0, backend_minor);
     bora_axis ax[2] = {AX("r", RMS_R), AX("d", RMS_D)};
     g_graph *e = g_graph_new(r.store, BORA_MODE_EVAL), *t = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_tensor *ye = NULL, *loss = NULL;
@@ -1147,20 +1148,20 @@ static int run_rms_residual(int fusion, float *out, int *bf16_reads)
     return rc;
 }
 
-/* rms_norm beyond the gradient check: its f32 bits the same on 1 and 2 threads, its
- * decomposition on a backend built before ABI 1.9, its reading of a bf16 residual stream (the
- * bits of reading its f32 widening), and the errors of its misuse. */
+/* rms_norm beyond the gradient check: its f32 bits the same on 1 and 2 threads and under
+ * trainer.mp c=bf16, its decomposition on a backend built before ABI 1.9, its reading of a bf16
+ * residual stream (the bits of reading its f32 widening), and the errors of its misuse. */
 static void check_rms_norm_rules(void)
 {
     float *one = calloc(RMS_OUT, sizeof(float)), *two = calloc(RMS_OUT, sizeof(float));
     float *old = calloc(RMS_OUT, sizeof(float));
     uint64_t runs1 = 0, runs2 = 0, runs_old = 1;
-    CHECK(run_rms(1, BORA_ABI_MINOR, one, &runs1) == 0);
-    CHECK(run_rms(2, BORA_ABI_MINOR, two, &runs2) == 0);
+    CHECK(run_rms(1, BORA_ABI_MINOR, BORA_DTYPE_F32, one, &runs1) == 0);
+    CHECK(run_rms(2, BORA_ABI_MINOR, BORA_DTYPE_F32, two, &runs2) == 0);
     CHECK(runs1 == 2 && runs2 == 2); /* the fused kernels ran, forward and backward */
     CHECK(!memcmp(one, two, sizeof(float) * RMS_OUT));
     /* a 1.8 backend is never asked for the op: primitives, the same values up to rounding */
-    CHECK(run_rms(2, 8, old, &runs_old) == 0);
+    CHECK(run_rms(2, 8, BORA_DTYPE_F32, old, &runs_old) == 0);
     CHECK(runs_old == 0);
     for (int i = 0; i < RMS_OUT; i++)
         if (!(fabsf(old[i] - one[i]) <= 1e-4f * fabsf(one[i]) + 1e-5f)) {
@@ -1169,6 +1170,10 @@ static void check_rms_norm_rules(void)
             test_failures++;
             break;
         }
+    /* under c=bf16 it is computed in f32 as before: the same bits */
+    uint64_t runs_bf16 = 0;
+    CHECK(run_rms(2, BORA_ABI_MINOR, BORA_DTYPE_BF16, two, &runs_bf16) == 0);
+    CHECK(runs_bf16 == 2 && !memcmp(one, two, sizeof(float) * RMS_OUT));
     free(one), free(two), free(old);
     /* under r=bf16 forward and backward read the stream in bf16, with the widening's bits */
     float direct[1 + RMS_D], widened[1 + RMS_D];
