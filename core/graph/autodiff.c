@@ -275,6 +275,21 @@ static void op_backward(g_graph *g, gnode *n)
         acc(g, n->in[2], gn->out[2]);
         break;
     }
+    case BORA_OP_RMS_NORM: {
+        /* (x, [weight], rstd, dy) -> dx, [dweight]: rstd is the forward's second output */
+        int nw = n->nin == 2;
+        gval *ins[4] = {x, nw ? b : n->out[1], nw ? n->out[1] : in_order(g, dy, y),
+                        nw ? in_order(g, dy, y) : NULL};
+        const gval *like[2] = {x, b};
+        gnode *gn = ins[2 + nw] ? multi(g, BORA_OP_RMS_NORM_GRAD, 3 + nw, ins, 1 + nw, like) : NULL;
+        if (!gn)
+            return;
+        gn->opt.rms = n->opt.rms;
+        acc(g, x, gn->out[0]);
+        if (nw)
+            acc(g, b, gn->out[1]);
+        break;
+    }
     case BORA_OP_SOFTMAX: {
         /* dx = y (dy - Σ dy·y) over the last axis */
         dy = in_order(g, dy, y);

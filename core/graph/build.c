@@ -1012,6 +1012,7 @@ const bora_graph_api g_api = {
     .full = api_full,
     .iota = api_iota,
     .where = api_where,
+    .rms_norm = api_rms_norm,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1106,7 +1107,9 @@ const char *g_op_name(int op)
                                         "equal",
                                         "not_equal",
                                         "where",
-                                        "iota"};
+                                        "iota",
+                                        "rms_norm",
+                                        "rms_norm_grad"};
     _Static_assert(sizeof names / sizeof names[0] == BORA_OP_COUNT_, "a name for every op");
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];

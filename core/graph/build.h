@@ -42,6 +42,8 @@ bora_tensor *api_unary(bora_graph *gp, int32_t op, bora_tensor *x);
 /* build_ops.c */
 bora_tensor *api_dot(bora_graph *gp, bora_tensor *a, bora_tensor *b, int32_t n_contract,
                      const char *const *contract, const bora_dot_opts *opts);
+bora_tensor *api_rms_norm(bora_graph *gp, bora_tensor *x, bora_tensor *weight, const char *axis,
+                          double eps, double weight_offset);
 bora_tensor *api_layernorm(bora_graph *gp, bora_tensor *x, bora_tensor *gamma, bora_tensor *beta,
                            const char *axis, double eps);
 bora_tensor *api_softmax(bora_graph *gp, bora_tensor *x, const char *axis);

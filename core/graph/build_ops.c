@@ -280,6 +280,27 @@ static gval *layernorm_decomposed(g_graph *g, gval *x, gval *gamma, gval *beta, 
     return y ? g_binary(g, BORA_OP_ADD, y, g_align_to(g, beta, x)) : NULL;
 }
 
+/* x · rsqrt(mean(x²) + eps) · (weight + offset), the fused op's formula in primitives. */
+static gval *rms_norm_decomposed(g_graph *g, gval *x, gval *weight, const char *axis, double eps,
+                                 double offset)
+{
+    double inv_n = 1.0 / (double)x->dims[g_axis_index(x, axis)];
+    gval *ms = reduce_back(g, BORA_OP_SUM, g_binary(g, BORA_OP_MUL, x, x), axis);
+    ms = ms ? g_api.scale(&g->pub, ms, inv_n) : NULL;
+    gval *eps_t = ms ? g_fill(g, ms, eps) : NULL;
+    gval *rstd =
+        eps_t ? g_api.unary(&g->pub, BORA_OP_RSQRT, g_binary(g, BORA_OP_ADD, ms, eps_t)) : NULL;
+    gval *y = rstd ? g_binary(g, BORA_OP_MUL, x, rstd) : NULL;
+    if (!y || !weight)
+        return y;
+    gval *w = weight;
+    if (offset != 0) {
+        gval *off = g_fill(g, weight, offset);
+        w = off ? g_binary(g, BORA_OP_ADD, weight, off) : NULL;
+    }
+    return w ? g_binary(g, BORA_OP_MUL, y, g_align_to(g, w, x)) : NULL;
+}
+
 static gval *softmax_decomposed(g_graph *g, int op, gval *x, const char *axis)
 {
     gval *m = reduce_back(g, BORA_OP_MAX, x, axis);
@@ -374,6 +395,59 @@ bora_tensor *api_layernorm(bora_graph *gp, bora_tensor *x, bora_tensor *gamma, b
     g_add_out(n, mean);
     g_add_out(n, rstd);
     mean->requires_grad = rstd->requires_grad = 0;
+    return g_permute(g, y, x->ndim, x->names);
+}
+
+bora_tensor *api_rms_norm(bora_graph *gp, bora_tensor *x, bora_tensor *weight, const char *axis,
+                          double eps, double weight_offset)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, x, axis);
+    char dx[256], dw[256];
+    int i = g_axis_index(x, axis);
+    g_describe(x, dx, sizeof dx);
+    if (i < 0) {
+        g_fail(g, "rms_norm: %s has no axis '%s'", dx, axis);
+        return NULL;
+    }
+    if (!g_is_float(x->dtype)) {
+        g_fail(g, "rms_norm: %s is not a floating-point tensor", dx);
+        return NULL;
+    }
+    if (!(eps >= 0) || !isfinite(eps) || !isfinite(weight_offset)) {
+        g_fail(g, "rms_norm of %s: eps %g and weight_offset %g must be finite, eps not negative",
+               dx, eps, weight_offset);
+        return NULL;
+    }
+    if (weight && (weight->ndim != 1 || weight->names[0] != x->names[i] ||
+                   weight->dims[0] != x->dims[i] || weight->dtype != x->dtype)) {
+        g_describe(weight, dw, sizeof dw);
+        g_fail(g, "rms_norm: %s must have exactly the axis '%s' of %s, and its dtype", dw, axis,
+               dx);
+        return NULL;
+    }
+    int nw = weight != NULL;
+    int32_t types[6];
+    for (int k = 0; k < 6; k++)
+        types[k] = x->dtype;
+    /* a backend built before ABI 1.9 is never asked for the op: primitives instead */
+    if (!g->store->elem_ops || !backend_has(g, BORA_OP_RMS_NORM, 3 + nw, types) ||
+        !backend_has(g, BORA_OP_RMS_NORM_GRAD, 4 + 2 * nw, types))
+        return rms_norm_decomposed(g, x, weight, g_intern(axis), eps, weight_offset);
+    gval *xl = axis_last(g, x, axis);
+    gval *ins[2] = {xl, weight};
+    gval *y = xl ? g_op1(g, BORA_OP_RMS_NORM, 1 + nw, ins, x->dtype, xl->ndim, xl->dims, xl->names)
+                 : NULL;
+    if (!y)
+        return NULL;
+    gnode *n = y->node;
+    n->opt.rms = (bora_opt_rms_norm){sizeof(bora_opt_rms_norm), 0, eps, weight_offset};
+    /* rstd per row, kept for the backward pass */
+    gval *rstd = g_new_value(g, x->dtype, xl->ndim - 1, xl->dims, xl->names);
+    if (!rstd)
+        return NULL;
+    g_add_out(n, rstd);
+    rstd->requires_grad = 0;
     return g_permute(g, y, x->ndim, x->names);
 }
 

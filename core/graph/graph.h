@@ -71,6 +71,7 @@ struct gnode {
         bora_opt_act act;
         bora_opt_reduce reduce;
         bora_opt_norm norm;
+        bora_opt_rms_norm rms;
         bora_opt_xent xent;
         bora_opt_attention attn;
         bora_opt_pad pad;
@@ -145,7 +146,7 @@ struct g_store {
     int attention_bf16;  /* attention's products may be bf16 under c=bf16 (ABI 1.7) */
     int scatter_init;    /* SCATTER_ADD may add into a third input's values (ABI 1.7) */
     int matmul_bias;     /* MATMUL may add a third input, a bias row (ABI 1.8) */
-    int elem_ops;        /* the backend may be asked for BORA_OP_SIN..BORA_OP_IOTA (ABI 1.9) */
+    int elem_ops;        /* the backend may be asked for the ops from BORA_OP_SIN on (ABI 1.9) */
     uint32_t abi_minor;  /* the ABI minor the backend was built for (for messages) */
     int residual_dtype;  /* trainer.mp's r: the residual stream's dtype in memory (0: f32) */
     int shadows_stale;   /* the parameters changed outside an apply graph */
@@ -226,7 +227,7 @@ bora_status g_store_zero_grads(g_store *s);
  * bf16 (bora_opt_attention.product_dtype) where it was built for ABI 1.7 or later and the model
  * did not ask for f32 (bora_attention_opts.upcast). 0 for either means f32. A backend built
  * before ABI 1.9 is never asked for the ops from BORA_OP_SIN on: a graph using them fails to
- * build, naming the op. */
+ * build, naming the op (but for rms_norm, which such a backend gets as primitives). */
 void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_minor);
 /* The ABI minor the backend was built for, where g_store_mixed is not called: the ops it may be
  * asked for (until then, those of this host's ABI). g_store_mixed sets it too. */

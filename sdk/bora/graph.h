@@ -210,7 +210,17 @@ typedef enum bora_op {
     /* () -> (n): start + step·i for i in [0, n), computed in double and rounded once to the
      * output's dtype (f32, f64 or i32: exact; the host checks an i32 ramp fits) (bora_opt_iota) */
     BORA_OP_IOTA = 51,
-    BORA_OP_COUNT_ = 52 /* one past the last op id */
+    /* (x (R, D), [weight (D)]) -> y (R, D), rstd (R) (bora_opt_rms_norm): RMSNorm as Hugging
+     * Face's LlamaRMSNorm and GemmaRMSNorm compute it, y = x · rstd · (weight + weight_offset),
+     * rstd = 1 / sqrt(mean(x², over D) + eps); without the weight input, y = x · rstd. The mean
+     * of squares, rstd and the scaling are computed in f32 or wider whatever x's dtype, and y is
+     * rounded once to x's dtype at the end (see bora_graph_api.rms_norm). rstd is kept for the
+     * backward. Every operand has x's dtype. */
+    BORA_OP_RMS_NORM = 52,
+    /* (x, [weight], rstd, dy) -> dx, [dweight] (bora_opt_rms_norm): dweight = Σ over rows of
+     * dy · x · rstd, the same whatever weight_offset */
+    BORA_OP_RMS_NORM_GRAD = 53,
+    BORA_OP_COUNT_ = 54 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */
@@ -235,6 +245,15 @@ typedef struct bora_opt_norm {
     uint32_t reserved;
     double eps;
 } bora_opt_norm;
+
+/* BORA_OP_RMS_NORM and its gradient (ABI 1.9): the scale is weight + weight_offset (0 for
+ * Llama's weight, 1 for Gemma's x·(1 + w)). */
+typedef struct bora_opt_rms_norm {
+    uint32_t struct_size;
+    uint32_t reserved;
+    double eps;
+    double weight_offset;
+} bora_opt_rms_norm;
 
 typedef struct bora_opt_xent {
     uint32_t struct_size;
@@ -419,6 +438,17 @@ struct bora_graph_api {
      * (one operand's axes must hold the others'). The gradient flows to the chosen side only;
      * the mask has none. */
     bora_tensor *(*where)(bora_graph *g, bora_tensor *mask, bora_tensor *a, bora_tensor *b);
+    /* ABI 1.9. RMSNorm over one named axis: x · rsqrt(mean(x², over axis) + eps) · (weight +
+     * weight_offset), weight (axis only, x's dtype) optional: NULL scales by nothing (and
+     * weight_offset is then ignored). The statistics and the scaling are f32 or wider whatever
+     * x's dtype (under trainer.mp c=bf16 too), and the result is rounded to x's dtype once, after
+     * the scaling. That is GemmaRMSNorm's order, so Gemma's x·(1 + w) is weight_offset = 1.
+     * LlamaRMSNorm rounds x · rstd to x's dtype before multiplying by its weight: for a bf16 x,
+     * this op without a weight followed by bora_mul by the weight (an f32 or f64 x has no cast
+     * between the two, so one op serves both). On a backend without the fused kernel (or built
+     * before ABI 1.9) it is built from primitives, with the same result up to rounding. */
+    bora_tensor *(*rms_norm)(bora_graph *g, bora_tensor *x, bora_tensor *weight, const char *axis,
+                             double eps, double weight_offset);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

@@ -19,7 +19,8 @@ _Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 9,
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
                    BORA_OP_XENT_FUSED == 38 && BORA_OP_SUM_SQUARES == 39 && BORA_OP_SIN == 40 &&
-                   BORA_OP_WHERE == 50 && BORA_OP_IOTA == 51 && BORA_OP_COUNT_ == 52,
+                   BORA_OP_WHERE == 50 && BORA_OP_IOTA == 51 && BORA_OP_RMS_NORM == 52 &&
+                   BORA_OP_RMS_NORM_GRAD == 53 && BORA_OP_COUNT_ == 54,
                "op ids changed");
 
 static void layout(void)
@@ -87,6 +88,12 @@ static void layout(void)
     _Static_assert(offsetof(bora_opt_norm, struct_size) == 0, "bora_opt_norm.struct_size");
     _Static_assert(offsetof(bora_opt_norm, reserved) == 4, "bora_opt_norm.reserved");
     _Static_assert(offsetof(bora_opt_norm, eps) == 8, "bora_opt_norm.eps");
+    _Static_assert(sizeof(bora_opt_rms_norm) == 24, "size of bora_opt_rms_norm");
+    _Static_assert(offsetof(bora_opt_rms_norm, struct_size) == 0, "bora_opt_rms_norm.struct_size");
+    _Static_assert(offsetof(bora_opt_rms_norm, reserved) == 4, "bora_opt_rms_norm.reserved");
+    _Static_assert(offsetof(bora_opt_rms_norm, eps) == 8, "bora_opt_rms_norm.eps");
+    _Static_assert(offsetof(bora_opt_rms_norm, weight_offset) == 16,
+                   "bora_opt_rms_norm.weight_offset");
     _Static_assert(sizeof(bora_opt_xent) == 16, "size of bora_opt_xent");
     _Static_assert(offsetof(bora_opt_xent, struct_size) == 0, "bora_opt_xent.struct_size");
     _Static_assert(offsetof(bora_opt_xent, ignore_index) == 4, "bora_opt_xent.ignore_index");
@@ -130,7 +137,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
     _Static_assert(offsetof(bora_attention_opts, upcast) == 56, "bora_attention_opts.upcast");
-    _Static_assert(sizeof(bora_graph_api) == 312, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 320, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -171,6 +178,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, full) == 288, "bora_graph_api.full");
     _Static_assert(offsetof(bora_graph_api, iota) == 296, "bora_graph_api.iota");
     _Static_assert(offsetof(bora_graph_api, where) == 304, "bora_graph_api.where");
+    _Static_assert(offsetof(bora_graph_api, rms_norm) == 312, "bora_graph_api.rms_norm");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");

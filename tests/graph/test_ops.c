@@ -5,7 +5,8 @@
  *   sum(out · w) for a fixed random w (h = 1e-6, tolerance 1e-6 relative plus 1e-8 absolute;
  *   the layout case, which casts through f32, h = 1e-3 and 1e-2);
  *   everything twice: on the backend as it is, and through a table without the fused kernels
- *   (layernorm, softmax, log-softmax, cross-entropy, attention), so their decompositions into
+ *   (layernorm, rms_norm, softmax, log-softmax, cross-entropy, attention), so their
+ *   decompositions into
  *   primitives are checked the same way;
  *   and, at the end, a check that every kernel op id ran in some gradient check, so an op
  *   added without a case fails here.
@@ -27,6 +28,8 @@ static bora_kernel_fn without_fused(bora_backend *b, uint32_t op, const int32_t 
     switch (op) {
     case BORA_OP_LAYERNORM:
     case BORA_OP_LAYERNORM_GRAD:
+    case BORA_OP_RMS_NORM:
+    case BORA_OP_RMS_NORM_GRAD:
     case BORA_OP_SOFTMAX:
     case BORA_OP_LOG_SOFTMAX:
     case BORA_OP_XENT:
@@ -333,6 +336,28 @@ static void r_layernorm(rig *r, int v, double *out)
     free(b);
 }
 
+/* rms_norm over d, with x given as (d, r) so the normalised axis is not the last: variant 0 with
+ * a weight (Llama's), 1 without one, 2 with weight_offset 1 (Gemma's x·(1 + w)). */
+static bora_tensor *b_rms_norm(bora_graph *g, int dt, int v)
+{
+    bora_axis ax[2] = {AX("d", 5), AX("r", 3)};
+    bora_tensor *x = P(g, "a", dt, 2, ax), *w = v == 1 ? NULL : P(g, "b", dt, 1, ax);
+    return g->api->rms_norm(g, x, w, "d", 1e-5, v == 2 ? 1.0 : 0.0);
+}
+static void r_rms_norm(rig *r, int v, double *out)
+{
+    double *x = vals(r, "a"), *w = v == 1 ? NULL : vals(r, "b");
+    for (int j = 0; j < 3; j++) {
+        double ms = 0;
+        for (int d = 0; d < 5; d++)
+            ms += x[d * 3 + j] * x[d * 3 + j] / 5;
+        for (int d = 0; d < 5; d++)
+            out[d * 3 + j] = x[d * 3 + j] / sqrt(ms + 1e-5) * (w ? w[d] + (v == 2) : 1);
+    }
+    free(x);
+    free(w);
+}
+
 /* softmax and log-softmax over y of a (y, x). */
 static bora_tensor *b_softmax(bora_graph *g, int dt, int v)
 {
@@ -593,6 +618,7 @@ static const ocase cases[] = {
     {"scale/reduce", b_reduce, r_reduce, 5, 0},
     {"dot", b_dot, r_dot, 4, 0},
     {"layernorm", b_layernorm, r_layernorm, 1, 0},
+    {"rms_norm", b_rms_norm, r_rms_norm, 3, 0},
     {"softmax", b_softmax, r_softmax, 2, 0},
     {"cross_entropy", b_xent, r_xent, 5, 0},
     {"embedding", b_embedding, r_embedding, 1, 0},
@@ -1027,6 +1053,162 @@ static void check_elem_rules(void)
     rig_close(&r);
 }
 
+/* rms_norm in f32 over (r=37, d=96), d last, with a weight: y of an eval graph, then dx and
+ * dweight of sum(y · m) for a fixed input m, read into out (37·96 + 37·96 + 96 floats).
+ * backend_minor is the ABI minor the store believes of the backend, compute trainer.mp's c. 0 on
+ * success; the number of fused rms_norm kernels that ran in *fused_runs. */
+enum { RMS_R = 37, RMS_D = 96, RMS_OUT = RMS_R * RMS_D * 2 + RMS_D };
+static int run_rms(int threads, uint32_t backend_minor, int compute, float *out,
+                   uint64_t *fused_runs)
+{
+    rig r;
+    rig_open(&r, plugin_dir, threads, 5);
+    g_store_mixed(r.store, compute, 0, backend_minor);
+    bora_axis ax[2] = {AX("r", RMS_R), AX("d", RMS_D)};
+    g_graph *e = g_graph_new(r.store, BORA_MODE_EVAL), *t = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_tensor *ye = NULL, *loss = NULL;
+    for (int k = 0; k < 2; k++) {
+        bora_graph *gp = k ? &t->pub : &e->pub;
+        bora_tensor *x = P(gp, "x", BORA_DTYPE_F32, 2, ax),
+                    *w = P(gp, "w", BORA_DTYPE_F32, 1, &ax[1]);
+        bora_tensor *y = gp->api->rms_norm(gp, x, w, "d", 1e-6, 0);
+        if (!k) {
+            ye = e->output = y;
+            continue;
+        }
+        bora_tensor *m = bora_input(gp, "m", BORA_DTYPE_F32, 2, ax);
+        const char *names[2] = {"r", "d"};
+        loss = t->output = gp->api->reduce(gp, BORA_OP_SUM, bora_mul(gp, y, m), 2, names);
+    }
+    float *m = malloc(sizeof(float) * RMS_R * RMS_D);
+    for (int i = 0; i < RMS_R * RMS_D; i++)
+        m[i] = (float)sin(0.3 + i * 0.7);
+    int rc = !ye || !loss || g_finalize(e) || g_autodiff(t, loss) || g_finalize(t) ||
+             g_store_materialize(r.store) || g_run(e) ||
+             g_read(e, ye, out, sizeof(float) * RMS_R * RMS_D) ||
+             g_set_input(t, "m", m, sizeof(float) * RMS_R * RMS_D) || g_run(t);
+    if (rc) {
+        fprintf(stderr, "run_rms: %s\n",
+                e->error[0]   ? e->error
+                : t->error[0] ? t->error
+                              : bora_error_get());
+    } else {
+        memcpy(out + RMS_R * RMS_D, rig_grad(&r, "x"), sizeof(float) * RMS_R * RMS_D);
+        memcpy(out + 2 * RMS_R * RMS_D, rig_grad(&r, "w"), sizeof(float) * RMS_D);
+        *fused_runs = e->op_runs[BORA_OP_RMS_NORM] + t->op_runs[BORA_OP_RMS_NORM_GRAD];
+    }
+    free(m);
+    g_graph_free(e);
+    g_graph_free(t);
+    rig_close(&r);
+    return rc;
+}
+
+/* Under trainer.mp r=bf16: the loss sum(rms_norm(residual(x), w, offset 1) · m) and dw, in out
+ * (1 + RMS_D floats), fusion (and with it the planner's bf16 reads) on or off; in *bf16_reads
+ * the rms_norm nodes that read the bf16 stream itself. 0 on success. */
+static int run_rms_residual(int fusion, float *out, int *bf16_reads)
+{
+    if (!fusion)
+        setenv("BORA_NO_FUSION", "1", 1);
+    rig r;
+    rig_open(&r, plugin_dir, 2, 5);
+    g_store_mixed(r.store, BORA_DTYPE_F32, BORA_DTYPE_BF16, BORA_ABI_MINOR);
+    bora_axis ax[2] = {AX("r", RMS_R), AX("d", RMS_D)};
+    g_graph *t = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &t->pub;
+    bora_tensor *x = bora_residual(gp, bora_input(gp, "x", BORA_DTYPE_F32, 2, ax));
+    bora_tensor *w = P(gp, "w", BORA_DTYPE_F32, 1, &ax[1]);
+    bora_tensor *m = bora_input(gp, "m", BORA_DTYPE_F32, 2, ax);
+    const char *names[2] = {"r", "d"};
+    bora_tensor *loss = gp->api->reduce(
+        gp, BORA_OP_SUM, bora_mul(gp, gp->api->rms_norm(gp, x, w, "d", 1e-6, 1), m), 2, names);
+    t->output = loss;
+    float *xm = malloc(sizeof(float) * RMS_R * RMS_D * 2);
+    for (int i = 0; i < RMS_R * RMS_D * 2; i++)
+        xm[i] = (float)sin(0.3 + i * 0.77) * 2;
+    int rc = !loss || g_autodiff(t, loss) || g_finalize(t) || g_store_materialize(r.store) ||
+             g_set_input(t, "x", xm, sizeof(float) * RMS_R * RMS_D) ||
+             g_set_input(t, "m", xm + RMS_R * RMS_D, sizeof(float) * RMS_R * RMS_D) || g_run(t) ||
+             g_read(t, loss, out, sizeof(float));
+    if (rc) {
+        fprintf(stderr, "run_rms_residual: %s\n", t->error[0] ? t->error : bora_error_get());
+    } else {
+        memcpy(out + 1, rig_grad(&r, "w"), sizeof(float) * RMS_D);
+        *bf16_reads = 0;
+        for (size_t i = 0; i < t->n_nodes; i++)
+            *bf16_reads +=
+                (t->nodes[i]->op == BORA_OP_RMS_NORM || t->nodes[i]->op == BORA_OP_RMS_NORM_GRAD) &&
+                t->nodes[i]->kernel && t->nodes[i]->in[0]->dtype == BORA_DTYPE_BF16;
+    }
+    free(xm);
+    g_graph_free(t);
+    rig_close(&r);
+    unsetenv("BORA_NO_FUSION");
+    return rc;
+}
+
+/* rms_norm beyond the gradient check: its f32 bits the same on 1 and 2 threads and under
+ * trainer.mp c=bf16, its decomposition on a backend built before ABI 1.9, its reading of a bf16
+ * residual stream (the bits of reading its f32 widening), and the errors of its misuse. */
+static void check_rms_norm_rules(void)
+{
+    float *one = calloc(RMS_OUT, sizeof(float)), *two = calloc(RMS_OUT, sizeof(float));
+    float *old = calloc(RMS_OUT, sizeof(float));
+    uint64_t runs1 = 0, runs2 = 0, runs_old = 1;
+    CHECK(run_rms(1, BORA_ABI_MINOR, BORA_DTYPE_F32, one, &runs1) == 0);
+    CHECK(run_rms(2, BORA_ABI_MINOR, BORA_DTYPE_F32, two, &runs2) == 0);
+    CHECK(runs1 == 2 && runs2 == 2); /* the fused kernels ran, forward and backward */
+    CHECK(!memcmp(one, two, sizeof(float) * RMS_OUT));
+    /* a 1.8 backend is never asked for the op: primitives, the same values up to rounding */
+    CHECK(run_rms(2, 8, BORA_DTYPE_F32, old, &runs_old) == 0);
+    CHECK(runs_old == 0);
+    for (int i = 0; i < RMS_OUT; i++)
+        if (!(fabsf(old[i] - one[i]) <= 1e-4f * fabsf(one[i]) + 1e-5f)) {
+            fprintf(stderr, "rms_norm on a 1.8 backend: element %d is %.8g, fused %.8g\n", i,
+                    old[i], one[i]);
+            test_failures++;
+            break;
+        }
+    /* under c=bf16 it is computed in f32 as before: the same bits */
+    uint64_t runs_bf16 = 0;
+    CHECK(run_rms(2, BORA_ABI_MINOR, BORA_DTYPE_BF16, two, &runs_bf16) == 0);
+    CHECK(runs_bf16 == 2 && !memcmp(one, two, sizeof(float) * RMS_OUT));
+    free(one), free(two), free(old);
+    /* under r=bf16 forward and backward read the stream in bf16, with the widening's bits */
+    float direct[1 + RMS_D], widened[1 + RMS_D];
+    int reads_direct = 0, reads_widened = -1;
+    CHECK(run_rms_residual(1, direct, &reads_direct) == 0);
+    CHECK(run_rms_residual(0, widened, &reads_widened) == 0);
+    CHECK(reads_direct == 2 && reads_widened == 0);
+    CHECK(!memcmp(direct, widened, sizeof direct));
+
+    rig r;
+    rig_open(&r, plugin_dir, 1, 3);
+    bora_axis ax[2] = {AX("r", 3), AX("d", 4)}, other[1] = {AX("e", 4)};
+    g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
+    bora_graph *gp = &g->pub;
+    bora_tensor *x = bora_input(gp, "x", BORA_DTYPE_F32, 2, ax);
+    CHECK(gp->api->rms_norm(gp, x, NULL, "e", 1e-6, 0) == NULL);
+    CHECK_CONTAINS(g->error, "rms_norm: 'x' (r=3, d=4) has no axis 'e'");
+    g_graph_free(g);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    x = bora_input(gp, "x", BORA_DTYPE_F32, 2, ax);
+    bora_tensor *w = bora_input(gp, "w", BORA_DTYPE_F32, 1, other);
+    CHECK(gp->api->rms_norm(gp, x, w, "d", 1e-6, 1) == NULL);
+    CHECK_CONTAINS(g->error, "rms_norm: 'w' (e=4) must have exactly the axis 'd' of 'x' (r=3, "
+                             "d=4), and its dtype");
+    g_graph_free(g);
+    g = g_graph_new(r.store, BORA_MODE_EVAL);
+    gp = &g->pub;
+    x = bora_input(gp, "x", BORA_DTYPE_F32, 2, ax);
+    CHECK(gp->api->rms_norm(gp, x, NULL, "d", -1, 0) == NULL);
+    CHECK_CONTAINS(g->error, "eps -1 and weight_offset 0 must be finite, eps not negative");
+    g_graph_free(g);
+    rig_close(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -1045,6 +1227,7 @@ int main(int argc, char **argv)
             }
     check_write_slice();
     check_elem_rules();
+    check_rms_norm_rules();
     /* Every kernel op ran in some gradient check (forward or backward), or in its own check
      * when nothing differentiates through it (write_slice, sum_squares). */
     for (int op = 1; op < BORA_OP_COUNT_; op++)

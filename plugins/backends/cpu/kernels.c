@@ -444,8 +444,8 @@ static bora_status layernorm_grad_any_f32(bora_backend *b, const bora_kernel_arg
 
 /* An op whose first input is bf16, as the f32 kernel k over that input widened (exactly) into
  * the backend's scratch buffer: the bits of a COPY to f32 and then the op, with no f32 copy in
- * the graph's memory. Under trainer.mp r=bf16, LayerNorm and its gradient read the residual
- * stream this way. */
+ * the graph's memory. Under trainer.mp r=bf16, LayerNorm, RMSNorm and their gradients read the
+ * residual stream this way. */
 static bora_status with_widened_x(bora_backend *b, const bora_kernel_args *a, bora_kernel_fn k)
 {
     const bora_tensor_desc *x = &a->inputs[0];
@@ -479,6 +479,16 @@ static bora_status layernorm_bf16x(bora_backend *b, const bora_kernel_args *a)
 static bora_status layernorm_grad_bf16x(bora_backend *b, const bora_kernel_args *a)
 {
     return with_widened_x(b, a, layernorm_grad_any_f32);
+}
+
+static bora_status rms_norm_bf16x(bora_backend *b, const bora_kernel_args *a)
+{
+    return with_widened_x(b, a, rms_norm_f32);
+}
+
+static bora_status rms_norm_grad_bf16x(bora_backend *b, const bora_kernel_args *a)
+{
+    return with_widened_x(b, a, rms_norm_grad_f32);
 }
 
 /* A cross-entropy fast path's answer as a status: done (refused when a target was out of
@@ -586,6 +596,16 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
                 return NULL;
         return op == BORA_OP_LAYERNORM ? layernorm_bf16x : layernorm_grad_bf16x;
     }
+    /* RMSNorm and its gradient over a bf16 x alike (with or without a weight) */
+    if ((op == BORA_OP_RMS_NORM && (n == 3 || n == 4)) ||
+        (op == BORA_OP_RMS_NORM_GRAD && (n == 4 || n == 6))) {
+        if (dt[0] == BORA_DTYPE_BF16) {
+            for (uint32_t i = 1; i < n; i++)
+                if (dt[i] != BORA_DTYPE_F32)
+                    return NULL;
+            return op == BORA_OP_RMS_NORM ? rms_norm_bf16x : rms_norm_grad_bf16x;
+        }
+    }
     /* constants of the other dtypes, and ramps (no inputs: the dtype is the output's) */
     if (op == BORA_OP_FILL && n == 1 &&
         (dt[0] == BORA_DTYPE_I32 || dt[0] == BORA_DTYPE_I64 || dt[0] == BORA_DTYPE_BF16 ||
@@ -657,6 +677,14 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
         return f64 ? matmul_naive_f64 : matmul_f32;
     case BORA_OP_LAYERNORM: return f64 ? layernorm_f64 : layernorm_any_f32;
     case BORA_OP_LAYERNORM_GRAD: return f64 ? layernorm_grad_f64 : layernorm_grad_any_f32;
+    case BORA_OP_RMS_NORM: /* (x, [weight]) -> y, rstd */
+        if (n != 3 && n != 4)
+            return NULL;
+        PICK(rms_norm);
+    case BORA_OP_RMS_NORM_GRAD: /* (x, [weight], rstd, dy) -> dx, [dweight] */
+        if (n != 4 && n != 6)
+            return NULL;
+        PICK(rms_norm_grad);
     case BORA_OP_SOFTMAX:
     case BORA_OP_LOG_SOFTMAX: PICK(softmax);
     case BORA_OP_XENT: return f64 ? xent_f64 : xent_any_f32;

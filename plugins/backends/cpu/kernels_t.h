@@ -285,6 +285,87 @@ static bora_status K(layernorm_grad)(bora_backend *b, const bora_kernel_args *a)
     return BORA_OK;
 }
 
+/* (x, [weight]) -> y, rstd: RMSNorm over the last axis, in double whatever T, y rounded once
+ * after the scaling. Rows in parallel, each summed in order: the bits do not depend on the
+ * number of threads. */
+static bora_status K(rms_norm)(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_opt_rms_norm *o = a->options;
+    const bora_tensor_desc *x = &a->inputs[0], *wd = a->n_inputs > 1 ? &a->inputs[1] : NULL;
+    const bora_tensor_desc *y = &a->outputs[0], *rs = &a->outputs[1];
+    int64_t rows = cpu_rows_of(x), n = x->dims[x->ndim - 1];
+    int64_t sx = x->strides[x->ndim - 1], sy = y->strides[y->ndim - 1];
+    const T *w = wd ? wd->data : NULL;
+    int64_t sw = wd ? wd->strides[0] : 0;
+    double off = o->weight_offset;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const T *xr = (const T *)x->data + K(row_offset)(x, r);
+        T *yr = (T *)y->data + K(row_offset)(y, r);
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++)
+            ss += (double)xr[i * sx] * (double)xr[i * sx];
+        double rstd = 1.0 / sqrt(ss / (double)n + o->eps);
+        for (int64_t i = 0; i < n; i++)
+            yr[i * sy] = (T)((double)xr[i * sx] * rstd * (w ? (double)w[i * sw] + off : 1.0));
+        ((T *)rs->data)[r] = (T)rstd; /* rstd is a fresh, dense value */
+    }
+    return BORA_OK;
+}
+
+/* (x, [weight], rstd, dy) -> dx, [dweight]. With g = dy · (weight + offset) and x̂ = x · rstd,
+ * dx = rstd · (g - x̂ · mean(g · x̂)) and dweight = Σ over rows of dy · x̂. */
+static bora_status K(rms_norm_grad)(bora_backend *b, const bora_kernel_args *a)
+{
+    (void)b;
+    const bora_opt_rms_norm *o = a->options;
+    int nw = a->n_inputs == 4;
+    const bora_tensor_desc *x = &a->inputs[0], *wd = nw ? &a->inputs[1] : NULL;
+    const T *rstd = a->inputs[1 + nw].data, *w = wd ? wd->data : NULL;
+    const bora_tensor_desc *dyd = &a->inputs[2 + nw], *dx = &a->outputs[0];
+    int64_t rows = cpu_rows_of(x), n = x->dims[x->ndim - 1];
+    int64_t sx = x->strides[x->ndim - 1], sdy = dyd->strides[dyd->ndim - 1];
+    int64_t sdx = dx->strides[dx->ndim - 1], sw = wd ? wd->strides[0] : 0;
+    double off = o->weight_offset;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const T *xr = (const T *)x->data + K(row_offset)(x, r);
+        const T *dyr = (const T *)dyd->data + K(row_offset)(dyd, r);
+        T *dxr = (T *)dx->data + K(row_offset)(dx, r);
+        double rs = (double)rstd[r], s = 0;
+        for (int64_t i = 0; i < n; i++)
+            s += (double)dyr[i * sdy] * (w ? (double)w[i * sw] + off : 1.0) *
+                 ((double)xr[i * sx] * rs);
+        s /= (double)n;
+        for (int64_t i = 0; i < n; i++) {
+            double g = (double)dyr[i * sdy] * (w ? (double)w[i * sw] + off : 1.0);
+            dxr[i * sdx] = (T)(rs * (g - (double)xr[i * sx] * rs * s));
+        }
+    }
+    if (!nw)
+        return BORA_OK;
+    /* dweight sums over rows: split into blocks of 64 columns, each walking the rows in order
+     * (a row's block at a time, not a column down every row) */
+    const bora_tensor_desc *dw = &a->outputs[1];
+    int64_t jobs = (n + 63) / 64;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < jobs; j++) {
+        int64_t c0 = j * 64, width = n - c0 < 64 ? n - c0 : 64;
+        double acc[64] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const T *xr = (const T *)x->data + K(row_offset)(x, r) + c0 * sx;
+            const T *dyr = (const T *)dyd->data + K(row_offset)(dyd, r) + c0 * sdy;
+            double rs = (double)rstd[r];
+            for (int64_t i = 0; i < width; i++)
+                acc[i] += (double)dyr[i * sdy] * ((double)xr[i * sx] * rs);
+        }
+        for (int64_t i = 0; i < width; i++)
+            ((T *)dw->data)[(c0 + i) * dw->strides[0]] = (T)acc[i];
+    }
+    return BORA_OK;
+}
+
 /* ---- matmul -------------------------------------------------------------------------------- */
 
 /* C (B,M,N) = A (B,M,K) B (B,K,N), naive with a double accumulator; blocks of rows in parallel. */
