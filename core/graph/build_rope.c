@@ -98,22 +98,28 @@ static int rope_tables(g_graph *g, const bora_rope_spec *s, int layout, int64_t 
         g_fail(g, "rope: %s", st == BORA_ERR_NOMEM ? "out of memory" : bora_error_get());
         return -1;
     }
-    /* equal specs, layouts, lengths, dtypes and names share one table (every layer's rope) */
-    char key[160];
-    int w = snprintf(key, sizeof key, "%d %a %lld %a %lld %a %a %a %a %a %a %a %d %lld %d %lld %d",
-                     (int)s->kind, s->theta, (long long)s->rotary_dims, s->factor,
-                     (long long)s->original_max_position_embeddings, s->low_freq_factor,
-                     s->high_freq_factor, s->beta_fast, s->beta_slow, s->mscale, s->mscale_all_dim,
-                     s->attention_factor, (int)s->truncate, (long long)s->seq_len, layout,
-                     (long long)positions, dtype);
+    /* equal specs, layouts, lengths, dtypes and axis names share one table (every layer's
+     * rope); a key too long to hold whole (axis names past 64 characters) shares nothing */
     gval *t[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
-        char kk[160];
-        snprintf(kk, sizeof kk, "%.100s %s %s %s", key, k ? "sin" : "cos", pos_name, dim_name);
-        if (w < 0 || (size_t)w >= 100) /* never: the key's fields are bounded */
-            kk[0] = 0;
+        if (k == 1 && !t[0]) { /* the graph failed making the first */
+            free(tab[1]);
+            break;
+        }
+        char key[sizeof g->consts->key];
+        int w =
+            snprintf(key, sizeof key,
+                     "rope %s %d %a %lld %a %lld %a %a %a %a %a %a %a %d %lld %d %lld %d "
+                     "%.64s %.64s",
+                     k ? "sin" : "cos", (int)s->kind, s->theta, (long long)s->rotary_dims,
+                     s->factor, (long long)s->original_max_position_embeddings, s->low_freq_factor,
+                     s->high_freq_factor, s->beta_fast, s->beta_slow, s->mscale, s->mscale_all_dim,
+                     s->attention_factor, (int)s->truncate, (long long)s->seq_len, layout,
+                     (long long)positions, dtype, pos_name, dim_name);
+        if (w < 0 || (size_t)w >= sizeof key || strlen(pos_name) > 64 || strlen(dim_name) > 64)
+            snprintf(key, sizeof key, "unshared %zu", g->n_consts);
         t[k] =
-            g_const_leaf(g, k ? "rope.sin" : "rope.cos", kk, dtype, 2, dims, names, tab[k], bytes);
+            g_const_leaf(g, k ? "rope.sin" : "rope.cos", key, dtype, 2, dims, names, tab[k], bytes);
     }
     *cos_t = t[0], *sin_t = t[1];
     return t[0] && t[1] ? 0 : -1;

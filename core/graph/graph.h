@@ -175,7 +175,7 @@ typedef struct g_const {
     gval *value;
     void *data; /* owned; freed once copied */
     size_t nbytes;
-    char key[160];
+    char key[512];
     bora_buffer *buf;
     char *ptr;
 } g_const;
