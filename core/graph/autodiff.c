@@ -388,6 +388,18 @@ static void op_backward(g_graph *g, gnode *n)
     case BORA_OP_EQUAL:
     case BORA_OP_NOT_EQUAL:
     case BORA_OP_IOTA: break;
+    case BORA_OP_ROPE: { /* the rotation transposed: the same op with the sine negated */
+        gval *ins[4] = {in_order(g, dy, y), n->in[1], n->in[2], n->nin > 3 ? n->in[3] : NULL};
+        gval *dx = ins[0]
+                       ? g_op1(g, BORA_OP_ROPE, n->nin, ins, x->dtype, x->ndim, x->dims, x->names)
+                       : NULL;
+        if (!dx)
+            return;
+        dx->node->opt.rope = n->opt.rope;
+        dx->node->opt.rope.inverse = !n->opt.rope.inverse;
+        acc(g, x, dx);
+        break;
+    }
     default: g_fail(g, "no gradient rule for op '%s'", g_op_name(n->op));
     }
 }
@@ -396,7 +408,7 @@ static void node_backward(g_graph *g, gnode *n)
 {
     if (n->op == G_VIEW)
         view_backward(g, n);
-    else if (n->op != G_PARAM && n->op != G_INPUT)
+    else if (n->op != G_PARAM && n->op != G_INPUT && n->op != G_CONST)
         op_backward(g, n);
 }
 
@@ -415,7 +427,7 @@ static void recompute_segment(g_graph *g, size_t lo, size_t hi)
     size_t first_clone = g->n_nodes;
     for (size_t i = lo + 1; i <= hi && !g->status; i++) {
         gnode *n = g->nodes[i];
-        if (n->op == G_PARAM || n->op == G_INPUT)
+        if (n->op == G_PARAM || n->op == G_INPUT || n->op == G_CONST)
             continue;
         gval *ins[G_MAX_IN];
         for (int k = 0; k < n->nin; k++)

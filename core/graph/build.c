@@ -1013,6 +1013,7 @@ const bora_graph_api g_api = {
     .iota = api_iota,
     .where = api_where,
     .rms_norm = api_rms_norm,
+    .rope = api_rope,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1049,6 +1050,12 @@ void g_graph_free(g_graph *g)
     free(g->nodes);
     free(g->vals);
     free(g->inputs);
+    for (size_t i = 0; i < g->n_consts; i++) {
+        if (g->consts[i].buf)
+            g->store->ops->buffer_free(g->store->backend, g->consts[i].buf);
+        free(g->consts[i].data);
+    }
+    free(g->consts);
     free(g->checkpoints);
     free(g->readers);
     free(g);
@@ -1109,13 +1116,15 @@ const char *g_op_name(int op)
                                         "where",
                                         "iota",
                                         "rms_norm",
-                                        "rms_norm_grad"};
+                                        "rms_norm_grad",
+                                        "rope"};
     _Static_assert(sizeof names / sizeof names[0] == BORA_OP_COUNT_, "a name for every op");
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];
     switch (op) {
     case G_PARAM: return "param";
     case G_INPUT: return "input";
+    case G_CONST: return "constant";
     case G_VIEW: return "view";
     case G_GRAD: return "grad";
     default: return "?";

@@ -67,5 +67,7 @@ bora_tensor *api_full(bora_graph *gp, int32_t dtype, int32_t ndim, const bora_ax
                       double value);
 bora_tensor *api_iota(bora_graph *gp, bora_axis axis, int32_t dtype, double start, double step);
 bora_tensor *api_where(bora_graph *gp, bora_tensor *mask, bora_tensor *a, bora_tensor *b);
+/* build_rope.c */
+bora_tensor *api_rope(bora_graph *gp, bora_tensor *x, const bora_rope_opts *opts);
 
 #endif

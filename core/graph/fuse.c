@@ -380,8 +380,8 @@ int g_plan_fusion(g_graph *g, const char *needed)
         size_t j = i;
         for (; j < g->n_nodes && s.n < 256; j++) {
             gnode *m = g->nodes[j];
-            if (!needed[j] ||
-                (!m->kernel && (m->op == G_VIEW || m->op == G_PARAM || m->op == G_INPUT)))
+            if (!needed[j] || (!m->kernel && (m->op == G_VIEW || m->op == G_PARAM ||
+                                              m->op == G_INPUT || m->op == G_CONST)))
                 continue; /* no kernel: nothing runs between the steps */
             if (fusible(g, m) != count)
                 break;

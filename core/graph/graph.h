@@ -21,14 +21,15 @@ enum {
     G_INPUT,        /* an input leaf */
     G_VIEW,         /* a view of its input: no kernel */
     G_GRAD,         /* a parameter's persistent gradient: the buffer (out) += in[0] */
-    G_ASSIGN        /* apply graphs: a parameter, gradient or state slot (out) = in[0] */
+    G_ASSIGN,       /* apply graphs: a parameter, gradient or state slot (out) = in[0] */
+    G_CONST         /* a constant leaf: bytes the host computed at build time (rope tables) */
 };
 
 /* What a view node did, for its backward rule. */
 enum { V_PERMUTE = 1, V_RENAME, V_SLICE, V_BROADCAST, V_SPLIT, V_MERGE };
 
 /* Where a value's bytes live. */
-enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT, S_STATE, S_MODEL, S_SHADOW };
+enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT, S_STATE, S_MODEL, S_SHADOW, S_CONST };
 
 typedef struct gnode gnode;
 typedef struct bora_tensor gval;
@@ -76,6 +77,7 @@ struct gnode {
         bora_opt_attention attn;
         bora_opt_pad pad;
         bora_opt_iota iota;
+        bora_opt_rope rope;
     } opt;
     /* views */
     int view;
@@ -167,6 +169,18 @@ typedef struct g_input {
     size_t nbytes;
 } g_input;
 
+/* A constant leaf (S_CONST): its bytes are computed on the host when the graph is built and
+ * copied to the backend once, before the first run; key tells equal constants apart so that a
+ * graph holds each once (every layer's rope reads one table). */
+typedef struct g_const {
+    gval *value;
+    void *data; /* owned; freed once copied */
+    size_t nbytes;
+    char key[512];
+    bora_buffer *buf;
+    char *ptr;
+} g_const;
+
 typedef struct g_graph {
     bora_graph pub;  /* the api pointer, first */
     uint64_t serial; /* one per graph made in the process */
@@ -178,6 +192,8 @@ typedef struct g_graph {
     size_t n_vals, cap_vals;
     g_input *inputs;
     size_t n_inputs, cap_inputs;
+    g_const *consts; /* constant leaves (S_CONST), by slot */
+    size_t n_consts, cap_consts;
     gval *output;      /* the loss (train) or logits */
     int recompute;     /* recompute between checkpoints in the backward pass */
     int grads_write;   /* run once a step (one micro-batch): autodiff writes each gradient
@@ -273,6 +289,10 @@ gval *g_permute(g_graph *g, gval *t, int n, const char *const *order);
 gval *g_pad(g_graph *g, gval *x, const gval *like, int axis, int64_t start);
 gval *g_reduce_sum_to(g_graph *g, gval *x, const gval *like);
 gval *g_fill(g_graph *g, const gval *like, double value);
+/* A constant leaf holding data (nbytes, malloc'd; the graph owns it from here, failed or not),
+ * or the one already made under the same key (build_rope.c). */
+gval *g_const_leaf(g_graph *g, const char *label, const char *key, int dtype, int ndim,
+                   const int64_t *dims, const char *const *names, void *data, size_t nbytes);
 /* where(mask, a, b) over values of one float dtype, broadcast by name (build_elem.c). */
 gval *g_where(g_graph *g, gval *mask, gval *a, gval *b);
 int g_axis_index(const gval *v, const char *name);

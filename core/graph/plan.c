@@ -722,7 +722,8 @@ bora_status g_finalize(g_graph *g)
     /* Kernels: chosen now, so a missing one is a build-time error. */
     for (size_t i = 0; i < g->n_nodes && !g->status; i++) {
         gnode *n = g->nodes[i];
-        if (!needed[i] || n->op == G_VIEW || n->op == G_PARAM || n->op == G_INPUT)
+        if (!needed[i] || n->op == G_VIEW || n->op == G_PARAM || n->op == G_INPUT ||
+            n->op == G_CONST)
             continue;
         int op = n->op == G_GRAD ? BORA_OP_ADD : n->op == G_ASSIGN ? BORA_OP_COPY : n->op;
         int32_t dtypes[G_MAX_IN + G_MAX_OUT];
@@ -846,6 +847,27 @@ static bora_status alloc_inputs(g_graph *g)
     return BORA_OK;
 }
 
+/* Constants get their buffers and bytes once, before the first run; the host copy goes then. */
+static bora_status alloc_consts(g_graph *g)
+{
+    const bora_backend_ops *ops = g->store->ops;
+    for (size_t i = 0; i < g->n_consts; i++) {
+        g_const *c = &g->consts[i];
+        if (c->buf)
+            continue;
+        if (ops->buffer_alloc(g->store->backend, c->nbytes ? c->nbytes : 1, 64, &c->buf) != BORA_OK)
+            return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes for constant '%s'",
+                                  c->nbytes, c->value->label);
+        c->ptr = ops->buffer_ptr(g->store->backend, c->buf);
+        bora_status st = ops->copy_in(g->store->backend, c->buf, 0, c->data, c->nbytes);
+        if (st != BORA_OK)
+            return st;
+        free(c->data);
+        c->data = NULL;
+    }
+    return BORA_OK;
+}
+
 size_t g_input_bytes(const g_graph *g)
 {
     size_t total = 0;
@@ -887,6 +909,7 @@ static char *storage_of(g_graph *g, const gval *base)
     case S_PARAM: return s->param_ptr + s->slots[base->slot].offset;
     case S_GRAD: return s->grad_ptr + s->slots[base->slot].offset;
     case S_INPUT: return g->inputs[base->slot].ptr;
+    case S_CONST: return g->consts[base->slot].ptr;
     case S_MODEL: return s->mstate_ptr + s->mstates[base->slot].offset;
     case S_STATE:
         return s->state_ptr + (size_t)base->state * s->param_bytes + s->slots[base->slot].offset;
@@ -1082,6 +1105,8 @@ bora_status g_run(g_graph *g)
         return bora_error_set(BORA_ERR_INVALID, "graph run before it was finalized and the "
                                                 "store allocated");
     bora_status ast = alloc_inputs(g);
+    if (ast == BORA_OK)
+        ast = alloc_consts(g);
     if (ast != BORA_OK)
         return ast;
     if (g->reads_shadows) {
@@ -1129,6 +1154,7 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
         break;
     case S_SHADOW: buf = s->shadow, off = s->slots[v->slot].offset / 2; break;
     case S_INPUT: buf = g->inputs[v->slot].buf, off = 0; break;
+    case S_CONST: buf = g->consts[v->slot].buf, off = 0; break;
     case S_MODEL: buf = s->mstate, off = s->mstates[v->slot].offset; break;
     default: buf = s->arena, off = (size_t)v->arena_offset;
     }

@@ -19,17 +19,6 @@
 static const char *const kind_names[] = {"default", "linear", "dynamic", "llama3", "yarn"};
 #define N_KINDS ((int)(sizeof kind_names / sizeof *kind_names))
 
-bora_rope_spec bora_rope_spec_default(void)
-{
-    bora_rope_spec s;
-    memset(&s, 0, sizeof s);
-    s.kind = BORA_ROPE_DEFAULT;
-    s.theta = 10000.0;
-    s.factor = 1.0;
-    s.truncate = 1;
-    return s;
-}
-
 const char *bora_rope_kind_name(bora_rope_kind kind)
 {
     return (int)kind >= 0 && (int)kind < N_KINDS ? kind_names[kind] : "?";

@@ -21,56 +21,13 @@
 #ifndef BORA_GRAPH_ROPE_H
 #define BORA_GRAPH_ROPE_H
 
+#include <bora/graph.h>
 #include <bora/host.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* rope_scaling.rope_type (absent: default). */
-typedef enum bora_rope_kind {
-    BORA_ROPE_DEFAULT = 0, /* inv_freq[i] = theta^(-2i/dims) */
-    BORA_ROPE_LINEAR,      /* default / factor (position interpolation) */
-    BORA_ROPE_DYNAMIC,     /* NTK-aware: theta grows with the sequence past the original */
-    BORA_ROPE_LLAMA3,      /* Llama 3.1: long wavelengths / factor, short kept, a smooth band */
-    BORA_ROPE_YARN,        /* YaRN: a ramp between interpolation and extrapolation per dim */
-} bora_rope_kind;
-
-/* How a table's half-width row is laid over the rotary dims. Hugging Face's rotate-half pairs
- * dim i with dim i + dims/2, so cos/sin repeat over the two halves: [c0 .. c(h-1) c0 .. c(h-1)].
- * Meta's original layout (interleaved) pairs dims 2i and 2i+1, so each value repeats over its
- * pair: [c0 c0 c1 c1 ..]. COMPACT is the bare (position, dims/2) table. */
-typedef enum bora_rope_layout {
-    BORA_ROPE_COMPACT = 0,
-    BORA_ROPE_ROTATE_HALF,
-    BORA_ROPE_INTERLEAVED,
-} bora_rope_layout;
-
-typedef struct bora_rope_spec {
-    bora_rope_kind kind; /* rope_scaling.rope_type */
-    double theta;        /* rope_theta (> 0; yarn also needs != 1) */
-    int64_t rotary_dims; /* int(head_dim * partial_rotary_factor): even, >= 2 (dynamic: >= 4) */
-    /* rope_scaling.factor (> 0; linear, dynamic, llama3, yarn). A yarn config that has none
-     * means max_position_embeddings / original_max_position_embeddings, as in transformers; the
-     * config's reader passes that ratio. */
-    double factor;
-    /* rope_scaling.original_max_position_embeddings (llama3, yarn); for dynamic, the model's
-     * max_position_embeddings, past which the base grows. */
-    int64_t original_max_position_embeddings;
-    double low_freq_factor;  /* llama3: rope_scaling.low_freq_factor (> 0, < high) */
-    double high_freq_factor; /* llama3: rope_scaling.high_freq_factor */
-    /* yarn: 0 means unset, as transformers' `or 32` / `or 1` (defaults 32 and 1). */
-    double beta_fast, beta_slow;
-    /* yarn: 0 means unset. Unset attention_factor is m(factor, mscale) /
-     * m(factor, mscale_all_dim) when both are set, else m(factor, 1), where
-     * m(s, k) = 0.1 k ln(s) + 1 (1 for s <= 1). */
-    double mscale, mscale_all_dim, attention_factor;
-    int truncate; /* yarn: rope_scaling.truncate (default 1: floor/ceil the correction range) */
-    /* dynamic: the current sequence length (0: not yet past the original); the base only grows
-     * when it exceeds original_max_position_embeddings. */
-    int64_t seq_len;
-} bora_rope_spec;
-
-/* transformers' defaults: kind default, theta 10000, factor 1, truncate 1, all else 0. */
-bora_rope_spec bora_rope_spec_default(void);
+/* bora_rope_kind, bora_rope_layout, bora_rope_spec and bora_rope_spec_default() are the SDK's
+ * (sdk/bora/graph.h), so a model plugin passes a spec to bora_graph_api.rope. */
 
 /* The kind's rope_type name ("default", "linear", ..) and back (-1 when unknown). */
 const char *bora_rope_kind_name(bora_rope_kind kind);

@@ -220,7 +220,15 @@ typedef enum bora_op {
     /* (x, [weight], rstd, dy) -> dx, [dweight] (bora_opt_rms_norm): dweight = Σ over rows of
      * dy · x · rstd, the same whatever weight_offset */
     BORA_OP_RMS_NORM_GRAD = 53,
-    BORA_OP_COUNT_ = 54 /* one past the last op id */
+    /* (x, cos (P, D), sin (P, D), [offset i32 ()]) -> y like x (bora_opt_rope): rotary position
+     * embeddings over x's head-dim axis, its first D dims rotated by the table row of each
+     * position (its index along the position axis, plus the options' offset and the runtime
+     * offset), the rest copied. Rotate-half pairs dim i with i + D/2, interleaved 2i with 2i+1;
+     * y = x·cos + rot(x)·sin, each product rounded, then their sum: the bits of MUL, NEG, MUL,
+     * ADD. With inverse set the sine is negated (the rotation's transpose, its gradient). A row
+     * at or past P fails the kernel with BORA_ERR_INVALID. */
+    BORA_OP_ROPE = 54,
+    BORA_OP_COUNT_ = 55 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */
@@ -281,11 +289,99 @@ typedef struct bora_opt_iota { /* ABI 1.9 */
     double step;
 } bora_opt_iota;
 
+typedef struct bora_opt_rope { /* ABI 1.9 */
+    uint32_t struct_size;
+    int32_t position_axis; /* x's axis whose index is the position */
+    int32_t dim_axis;      /* x's head-dim axis */
+    int32_t layout;        /* a bora_rope_layout: rotate-half or interleaved */
+    int64_t rotary_dims;   /* D: the tables' width, even, at most the head dim */
+    int64_t offset;        /* added to every position (with the runtime offset, if given) */
+    int32_t inverse;       /* 1: the sine negated (the gradient) */
+    int32_t reserved;
+} bora_opt_rope;
+
 typedef struct bora_opt_pad {
     uint32_t struct_size;
     int32_t axis;
     int64_t start;
 } bora_opt_pad;
+
+/* ABI 1.9: rotary position embeddings (bora_graph_api.rope). */
+
+/* rope_scaling.rope_type of a Hugging Face config (absent: default); the formulas are those of
+ * transformers' modeling_rope_utils. */
+typedef enum bora_rope_kind {
+    BORA_ROPE_DEFAULT = 0, /* inv_freq[i] = theta^(-2i/dims) */
+    BORA_ROPE_LINEAR,      /* default / factor (position interpolation) */
+    BORA_ROPE_DYNAMIC,     /* NTK-aware: theta grows with the sequence past the original */
+    BORA_ROPE_LLAMA3,      /* Llama 3.1: long wavelengths / factor, short kept, a smooth band */
+    BORA_ROPE_YARN,        /* YaRN: a ramp between interpolation and extrapolation per dim */
+} bora_rope_kind;
+
+/* How the rotary dims pair up. Hugging Face's rotate-half pairs dim i with dim i + dims/2 (its
+ * tables repeat over the two halves: [c0 .. c(h-1) c0 .. c(h-1)]); Meta's original layout
+ * (interleaved) pairs dims 2i and 2i+1 ([c0 c0 c1 c1 ..]). COMPACT is the bare (position,
+ * dims/2) table, for the host's table functions only. */
+typedef enum bora_rope_layout {
+    BORA_ROPE_COMPACT = 0,
+    BORA_ROPE_ROTATE_HALF,
+    BORA_ROPE_INTERLEAVED,
+} bora_rope_layout;
+
+/* A rope spec: the config keys the tables are computed from. Start from
+ * bora_rope_spec_default() and set what the model's config says. */
+typedef struct bora_rope_spec {
+    uint32_t struct_size; /* sizeof(bora_rope_spec) as the caller was compiled */
+    int32_t kind;         /* a bora_rope_kind: rope_scaling.rope_type */
+    double theta;         /* rope_theta (> 0; yarn also needs != 1) */
+    int64_t rotary_dims;  /* int(head_dim * partial_rotary_factor): even, >= 2 (dynamic: >= 4) */
+    /* rope_scaling.factor (> 0; linear, dynamic, llama3, yarn). A yarn config that has none
+     * means max_position_embeddings / original_max_position_embeddings, as in transformers; the
+     * config's reader passes that ratio. */
+    double factor;
+    /* rope_scaling.original_max_position_embeddings (llama3, yarn); for dynamic, the model's
+     * max_position_embeddings, past which the base grows. */
+    int64_t original_max_position_embeddings;
+    double low_freq_factor;  /* llama3: rope_scaling.low_freq_factor (> 0, < high) */
+    double high_freq_factor; /* llama3: rope_scaling.high_freq_factor */
+    /* yarn: 0 means unset, as transformers' `or 32` / `or 1` (defaults 32 and 1). */
+    double beta_fast, beta_slow;
+    /* yarn: 0 means unset. Unset attention_factor is m(factor, mscale) /
+     * m(factor, mscale_all_dim) when both are set, else m(factor, 1), where
+     * m(s, k) = 0.1 k ln(s) + 1 (1 for s <= 1). */
+    double mscale, mscale_all_dim, attention_factor;
+    int32_t truncate; /* yarn: rope_scaling.truncate (default 1: floor/ceil the correction range) */
+    int32_t reserved;
+    /* dynamic: the current sequence length (0: not yet past the original); the base only grows
+     * when it exceeds original_max_position_embeddings. bora_graph_api.rope sets it itself. */
+    int64_t seq_len;
+} bora_rope_spec;
+
+/* transformers' defaults: kind default, theta 10000, factor 1, truncate 1, all else 0. */
+static inline bora_rope_spec bora_rope_spec_default(void)
+{
+    bora_rope_spec s = {0};
+    s.struct_size = (uint32_t)sizeof s;
+    s.kind = BORA_ROPE_DEFAULT;
+    s.theta = 10000.0;
+    s.factor = 1.0;
+    s.truncate = 1;
+    return s;
+}
+
+/* Options of bora_graph_api.rope. */
+typedef struct bora_rope_opts {
+    uint32_t struct_size;
+    int32_t layout;            /* BORA_ROPE_ROTATE_HALF (0 means it too) or BORA_ROPE_INTERLEAVED */
+    const char *position_axis; /* NULL: "position" */
+    const char *head_dim_axis; /* NULL: "head_dim" */
+    /* The spec; its rotary_dims (at most the head dim) rotate, the rest of the head dim passes
+     * through unchanged (partial_rotary_factor). */
+    const bora_rope_spec *spec;
+    int64_t offset;        /* the position of x's first row along the position axis */
+    bora_tensor *position; /* NULL, or a runtime extent (bora_extent) added to offset: decode's
+                              new token over a KV cache */
+} bora_rope_opts;
 
 /* Options of bora_dot: a fused bias and activation applied after the product. */
 typedef struct bora_dot_opts {
@@ -449,6 +545,13 @@ struct bora_graph_api {
      * before ABI 1.9) it is built from primitives, with the same result up to rounding. */
     bora_tensor *(*rms_norm)(bora_graph *g, bora_tensor *x, bora_tensor *weight, const char *axis,
                              double eps, double weight_offset);
+    /* ABI 1.9. Rotary position embeddings over x (..., position, ..., head_dim), f32 or f64:
+     * each position's first rotary_dims of the head dim rotated by its angles, the rest copied.
+     * The cos/sin tables (attention factor folded in) are computed once on the host in double
+     * from the spec, for every position the graph can reach (offset + the position axis's size,
+     * plus the runtime position's max), and rounded once to x's dtype. Dynamic NTK takes that
+     * count as its sequence length. The gradient is the same rotation transposed. */
+    bora_tensor *(*rope)(bora_graph *g, bora_tensor *x, const bora_rope_opts *opts);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

@@ -70,9 +70,10 @@ extern "C" {
  * backends built for 1.7 or later; 1.8 lets BORA_OP_MATMUL take a third input, a bias added to
  * each row of the result, which the host passes only to backends built for 1.8 or later; 1.9
  * appends the ops BORA_OP_SIN to BORA_OP_IOTA (sin, cos, abs, sign, minimum, maximum, the
- * comparisons, where, iota) and BORA_OP_RMS_NORM with its gradient, which the host asks only of
- * backends built for 1.9 or later, and bora_graph_api.full, iota, where and rms_norm). A
- * minor bump only appends optional members; a major bump breaks. */
+ * comparisons, where, iota), BORA_OP_RMS_NORM with its gradient and BORA_OP_ROPE (rotary
+ * embeddings, with bora_opt_rope), which the host asks only of backends built for 1.9 or later,
+ * bora_graph_api.full, iota, where, rms_norm and rope, and the structs bora_rope_spec and
+ * bora_rope_opts). A minor bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
 #define BORA_ABI_MINOR 9
 

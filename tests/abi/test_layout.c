@@ -20,7 +20,7 @@ _Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 9,
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
                    BORA_OP_XENT_FUSED == 38 && BORA_OP_SUM_SQUARES == 39 && BORA_OP_SIN == 40 &&
                    BORA_OP_WHERE == 50 && BORA_OP_IOTA == 51 && BORA_OP_RMS_NORM == 52 &&
-                   BORA_OP_RMS_NORM_GRAD == 53 && BORA_OP_COUNT_ == 54,
+                   BORA_OP_RMS_NORM_GRAD == 53 && BORA_OP_ROPE == 54 && BORA_OP_COUNT_ == 55,
                "op ids changed");
 
 static void layout(void)
@@ -114,6 +114,38 @@ static void layout(void)
     _Static_assert(sizeof(bora_opt_iota) == 24, "size of bora_opt_iota");
     _Static_assert(offsetof(bora_opt_iota, start) == 8, "bora_opt_iota.start");
     _Static_assert(offsetof(bora_opt_iota, step) == 16, "bora_opt_iota.step");
+    _Static_assert(sizeof(bora_opt_rope) == 40, "size of bora_opt_rope");
+    _Static_assert(offsetof(bora_opt_rope, position_axis) == 4, "bora_opt_rope.position_axis");
+    _Static_assert(offsetof(bora_opt_rope, dim_axis) == 8, "bora_opt_rope.dim_axis");
+    _Static_assert(offsetof(bora_opt_rope, layout) == 12, "bora_opt_rope.layout");
+    _Static_assert(offsetof(bora_opt_rope, rotary_dims) == 16, "bora_opt_rope.rotary_dims");
+    _Static_assert(offsetof(bora_opt_rope, offset) == 24, "bora_opt_rope.offset");
+    _Static_assert(offsetof(bora_opt_rope, inverse) == 32, "bora_opt_rope.inverse");
+    _Static_assert(offsetof(bora_opt_rope, reserved) == 36, "bora_opt_rope.reserved");
+    _Static_assert(sizeof(bora_rope_spec) == 112, "size of bora_rope_spec");
+    _Static_assert(offsetof(bora_rope_spec, kind) == 4, "bora_rope_spec.kind");
+    _Static_assert(offsetof(bora_rope_spec, theta) == 8, "bora_rope_spec.theta");
+    _Static_assert(offsetof(bora_rope_spec, rotary_dims) == 16, "bora_rope_spec.rotary_dims");
+    _Static_assert(offsetof(bora_rope_spec, factor) == 24, "bora_rope_spec.factor");
+    _Static_assert(offsetof(bora_rope_spec, original_max_position_embeddings) == 32,
+                   "bora_rope_spec.original_max_position_embeddings");
+    _Static_assert(offsetof(bora_rope_spec, low_freq_factor) == 40, "bora_rope_spec.low_freq");
+    _Static_assert(offsetof(bora_rope_spec, high_freq_factor) == 48, "bora_rope_spec.high_freq");
+    _Static_assert(offsetof(bora_rope_spec, beta_fast) == 56, "bora_rope_spec.beta_fast");
+    _Static_assert(offsetof(bora_rope_spec, beta_slow) == 64, "bora_rope_spec.beta_slow");
+    _Static_assert(offsetof(bora_rope_spec, mscale) == 72, "bora_rope_spec.mscale");
+    _Static_assert(offsetof(bora_rope_spec, mscale_all_dim) == 80, "bora_rope_spec.mscale_all");
+    _Static_assert(offsetof(bora_rope_spec, attention_factor) == 88, "bora_rope_spec.attn");
+    _Static_assert(offsetof(bora_rope_spec, truncate) == 96, "bora_rope_spec.truncate");
+    _Static_assert(offsetof(bora_rope_spec, reserved) == 100, "bora_rope_spec.reserved");
+    _Static_assert(offsetof(bora_rope_spec, seq_len) == 104, "bora_rope_spec.seq_len");
+    _Static_assert(sizeof(bora_rope_opts) == 48, "size of bora_rope_opts");
+    _Static_assert(offsetof(bora_rope_opts, layout) == 4, "bora_rope_opts.layout");
+    _Static_assert(offsetof(bora_rope_opts, position_axis) == 8, "bora_rope_opts.position_axis");
+    _Static_assert(offsetof(bora_rope_opts, head_dim_axis) == 16, "bora_rope_opts.head_dim_axis");
+    _Static_assert(offsetof(bora_rope_opts, spec) == 24, "bora_rope_opts.spec");
+    _Static_assert(offsetof(bora_rope_opts, offset) == 32, "bora_rope_opts.offset");
+    _Static_assert(offsetof(bora_rope_opts, position) == 40, "bora_rope_opts.position");
     _Static_assert(sizeof(bora_dot_opts) == 16, "size of bora_dot_opts");
     _Static_assert(offsetof(bora_dot_opts, struct_size) == 0, "bora_dot_opts.struct_size");
     _Static_assert(offsetof(bora_dot_opts, activation) == 4, "bora_dot_opts.activation");
@@ -137,7 +169,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
     _Static_assert(offsetof(bora_attention_opts, upcast) == 56, "bora_attention_opts.upcast");
-    _Static_assert(sizeof(bora_graph_api) == 320, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 328, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -179,6 +211,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, iota) == 296, "bora_graph_api.iota");
     _Static_assert(offsetof(bora_graph_api, where) == 304, "bora_graph_api.where");
     _Static_assert(offsetof(bora_graph_api, rms_norm) == 312, "bora_graph_api.rms_norm");
+    _Static_assert(offsetof(bora_graph_api, rope) == 320, "bora_graph_api.rope");
     _Static_assert(sizeof(bora_graph) == 8, "size of bora_graph");
     _Static_assert(offsetof(bora_graph, api) == 0, "bora_graph.api");
     _Static_assert(sizeof(bora_tensor_desc) == 112, "size of bora_tensor_desc");

@@ -5,7 +5,7 @@
  *   sum(out · w) for a fixed random w (h = 1e-6, tolerance 1e-6 relative plus 1e-8 absolute;
  *   the layout case, which casts through f32, h = 1e-3 and 1e-2);
  *   everything twice: on the backend as it is, and through a table without the fused kernels
- *   (layernorm, rms_norm, softmax, log-softmax, cross-entropy, attention), so their
+ *   (layernorm, rms_norm, softmax, log-softmax, cross-entropy, attention, rope), so their
  *   decompositions into
  *   primitives are checked the same way;
  *   and, at the end, a check that every kernel op id ran in some gradient check, so an op
@@ -36,7 +36,8 @@ static bora_kernel_fn without_fused(bora_backend *b, uint32_t op, const int32_t 
     case BORA_OP_XENT_GRAD:
     case BORA_OP_XENT_FUSED:
     case BORA_OP_ATTENTION:
-    case BORA_OP_ATTENTION_GRAD: return NULL;
+    case BORA_OP_ATTENTION_GRAD:
+    case BORA_OP_ROPE: return NULL;
     default: return backend_kernel(b, op, dt, n);
     }
 }
@@ -535,6 +536,80 @@ static void r_attention(rig *r, int v, double *out)
     free(vv);
 }
 
+/* rope over a (batch, position, heads, head_dim) parameter, the reference computed here in
+ * double from theta^(-2i/D) (default; linear divides by the factor; dynamic NTK raises the base
+ * to theta·(factor·L/orig - (factor-1))^(D/(D-2)) for the graph's L positions):
+ *   0: rotate-half, every dim; 1: interleaved, 4 of 6 dims, offset 2;
+ *   2: rotate-half, 4 of 8 dims, offset 1, x laid out (head_dim, position) (strided rows);
+ *   3: one position at a runtime position (rpos = 3, at most 5), interleaved, linear ×2;
+ *   4: dynamic NTK past its original length (orig 4, factor 2, 6 positions). */
+typedef struct rope_case {
+    int T, H, D, layout, kind;
+    int64_t offset;
+    int runtime;
+} rope_case;
+static const rope_case rope_cases[] = {
+    {3, 8, 8, BORA_ROPE_ROTATE_HALF, BORA_ROPE_DEFAULT, 0, 0},
+    {3, 6, 4, BORA_ROPE_INTERLEAVED, BORA_ROPE_DEFAULT, 2, 0},
+    {3, 8, 4, BORA_ROPE_ROTATE_HALF, BORA_ROPE_DEFAULT, 1, 0},
+    {1, 6, 6, BORA_ROPE_INTERLEAVED, BORA_ROPE_LINEAR, 0, 1},
+    {6, 8, 8, BORA_ROPE_ROTATE_HALF, BORA_ROPE_DYNAMIC, 0, 0},
+};
+static bora_tensor *b_rope(bora_graph *g, int dt, int v)
+{
+    const rope_case *c = &rope_cases[v];
+    bora_axis ax[4] = {AX("batch", 2), AX("position", c->T), AX("heads", 2), AX("head_dim", c->H)};
+    if (v == 2) /* (batch, head_dim, heads, position) */
+        ax[1] = AX("head_dim", c->H), ax[3] = AX("position", c->T);
+    bora_tensor *x = P(g, "a", dt, 4, ax);
+    bora_rope_spec s = bora_rope_spec_default();
+    s.kind = c->kind;
+    s.theta = 100;
+    s.rotary_dims = c->D;
+    s.factor = c->kind == BORA_ROPE_DEFAULT ? 1 : 2;
+    s.original_max_position_embeddings = 4;
+    bora_rope_opts o = {
+        .struct_size = sizeof o, .layout = c->layout, .spec = &s, .offset = c->offset};
+    if (c->runtime)
+        o.position = g->api->extent(g, "rpos", 5);
+    bora_tensor *y = g->api->rope(g, x, &o);
+    if (v == 2) { /* back to (batch, position, heads, head_dim) for the reference */
+        const char *order[4] = {"batch", "position", "heads", "head_dim"};
+        y = g->api->permute(g, y, 4, order);
+    }
+    return y;
+}
+static void r_rope(rig *r, int v, double *out)
+{
+    const rope_case *c = &rope_cases[v];
+    double *a = vals(r, "a"), base = 100;
+    int T = c->T, H = c->H, D = c->D;
+    if (c->kind == BORA_ROPE_DYNAMIC) /* L = offset + T positions in the graph's table */
+        base = 100 * pow(2.0 * T / 4 - 1, (double)D / (D - 2));
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < 2; h++)
+                for (int d = 0; d < H; d++) {
+                    /* x[b][t][h][d], in the parameter's own layout */
+                    int64_t xi =
+                        v == 2 ? ((b * H + d) * 2 + h) * T + t : ((b * T + t) * 2 + h) * H + d;
+                    double p = (double)(c->offset + t + (c->runtime ? 3 : 0)), y;
+                    if (d >= D) {
+                        y = a[xi];
+                    } else {
+                        int inter = c->layout == BORA_ROPE_INTERLEAVED;
+                        int i = inter ? d / 2 : d % (D / 2);     /* frequency index */
+                        int e = inter ? d ^ 1 : (d + D / 2) % D; /* the pair's other dim */
+                        double sgn = inter ? (d & 1 ? 1 : -1) : (d < D / 2 ? -1 : 1);
+                        double f = pow(base, -2.0 * i / D) / (c->kind == BORA_ROPE_LINEAR ? 2 : 1);
+                        int64_t ei = xi + (int64_t)(e - d) * (v == 2 ? 2 * T : 1);
+                        y = a[xi] * cos(p * f) + sgn * a[ei] * sin(p * f);
+                    }
+                    out[((b * T + t) * 2 + h) * H + d] = y;
+                }
+    free(a);
+}
+
 /* views and layout: slice, rename, split, merge, broadcast, permute, contiguous, concat, cast;
  * the gradients of several slices of one tensor. */
 static bora_tensor *b_layout(bora_graph *g, int dt, int v)
@@ -623,6 +698,7 @@ static const ocase cases[] = {
     {"cross_entropy", b_xent, r_xent, 5, 0},
     {"embedding", b_embedding, r_embedding, 1, 0},
     {"attention", b_attention, r_attention, 4, 0},
+    {"rope", b_rope, r_rope, 5, 0},
     {"layout", b_layout, r_layout, 6, 1e-2}, /* variant 3 passes through f32: looser */
 };
 
@@ -635,6 +711,8 @@ static void fill_int_inputs(g_graph *g)
     g_set_input(g, "seg", seg8, sizeof seg8);
     int32_t klen = 4;
     g_set_input(g, "klen", &klen, sizeof klen);
+    int32_t rpos = 3;
+    g_set_input(g, "rpos", &rpos, sizeof rpos);
 }
 
 static void check_forward(const ocase *c, int v, int dt)

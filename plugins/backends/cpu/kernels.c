@@ -634,6 +634,7 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
         int_ok |= op == BORA_OP_ATTENTION && i >= 3 && i < n - 2;
         int_ok |= op == BORA_OP_ATTENTION_GRAD && i >= 6 && i < n - 3;
         int_ok |= op == BORA_OP_WRITE_SLICE && n == 4 && i == 2; /* dst, value, start -> dst */
+        int_ok |= op == BORA_OP_ROPE && n == 5 && i == 3;        /* x, cos, sin, offset -> y */
         if (int_ok ? dt[i] != BORA_DTYPE_I32 : dt[i] != ft)
             return NULL;
     }
@@ -705,6 +706,7 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_PAD: PICK(pad);
     case BORA_OP_CONCAT: PICK(concat);
     case BORA_OP_WRITE_SLICE: PICK(write_slice);
+    case BORA_OP_ROPE: return n == 4 || n == 5 ? (f64 ? cpu_rope_f64 : cpu_rope_f32) : NULL;
     default: return NULL;
     }
 #undef PICK
