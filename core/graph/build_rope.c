@@ -8,6 +8,7 @@
 
 #include "../util/log.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,11 +192,23 @@ bora_tensor *api_rope(bora_graph *gp, bora_tensor *x, const bora_rope_opts *opts
     NEED(g, x, opts);
     char d[256];
     g_describe(x, d, sizeof d);
-    if (opts->struct_size < sizeof *opts || !opts->spec ||
-        opts->spec->struct_size < sizeof *opts->spec) {
+    /* The sizes of ABI 1.9, where both structs begin: a plugin built against a later SDK passes
+     * larger ones (members appended since, read only where struct_size covers them); a smaller
+     * one is not a bora_rope_opts. opts->spec is read only once opts is known to hold it. */
+    const size_t opts_1_9 = offsetof(bora_rope_opts, position) + sizeof(bora_tensor *);
+    const size_t spec_1_9 = offsetof(bora_rope_spec, seq_len) + sizeof(int64_t);
+    if (opts->struct_size < opts_1_9) {
+        g_fail(g,
+               "rope over %s: bora_rope_opts.struct_size is %u, smaller than ABI 1.9's %zu "
+               "(fill it with sizeof(bora_rope_opts))",
+               d, (unsigned)opts->struct_size, opts_1_9);
+        return NULL;
+    }
+    if (!opts->spec || opts->spec->struct_size < spec_1_9) {
         g_fail(g, "rope over %s: %s", d,
                !opts->spec ? "no spec (bora_rope_opts.spec); start from bora_rope_spec_default()"
-                           : "bora_rope_opts or its spec has no struct_size of this SDK's size");
+                           : "bora_rope_spec.struct_size is smaller than ABI 1.9's (start from "
+                             "bora_rope_spec_default())");
         return NULL;
     }
     if (x->dtype != BORA_DTYPE_F32 && x->dtype != BORA_DTYPE_F64) {

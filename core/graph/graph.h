@@ -243,7 +243,7 @@ bora_status g_store_zero_grads(g_store *s);
  * bf16 (bora_opt_attention.product_dtype) where it was built for ABI 1.7 or later and the model
  * did not ask for f32 (bora_attention_opts.upcast). 0 for either means f32. A backend built
  * before ABI 1.9 is never asked for the ops from BORA_OP_SIN on: a graph using them fails to
- * build, naming the op (but for rms_norm, which such a backend gets as primitives). */
+ * build, naming the op (but for rms_norm and rope, which such a backend gets as primitives). */
 void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_minor);
 /* The ABI minor the backend was built for, where g_store_mixed is not called: the ops it may be
  * asked for (until then, those of this host's ABI). g_store_mixed sets it too. */

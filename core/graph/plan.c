@@ -855,13 +855,19 @@ static bora_status alloc_consts(g_graph *g)
         g_const *c = &g->consts[i];
         if (c->buf)
             continue;
-        if (ops->buffer_alloc(g->store->backend, c->nbytes ? c->nbytes : 1, 64, &c->buf) != BORA_OK)
+        bora_buffer *buf = NULL;
+        if (ops->buffer_alloc(g->store->backend, c->nbytes ? c->nbytes : 1, 64, &buf) != BORA_OK)
             return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes for constant '%s'",
                                   c->nbytes, c->value->label);
-        c->ptr = ops->buffer_ptr(g->store->backend, c->buf);
-        bora_status st = ops->copy_in(g->store->backend, c->buf, 0, c->data, c->nbytes);
-        if (st != BORA_OK)
+        /* Kept only once its bytes are in: a failed copy leaves the constant to make again at
+         * the next run, never a buffer of whatever the allocator held. */
+        bora_status st = ops->copy_in(g->store->backend, buf, 0, c->data, c->nbytes);
+        if (st != BORA_OK) {
+            ops->buffer_free(g->store->backend, buf);
             return st;
+        }
+        c->buf = buf;
+        c->ptr = ops->buffer_ptr(g->store->backend, buf);
         free(c->data);
         c->data = NULL;
     }

@@ -45,6 +45,7 @@ typedef struct call {
     int dtype;
     const bora_rope_spec *spec;
     const char *head_dim_axis;
+    int opts_size_delta; /* bora_rope_opts.struct_size past (or short of) this SDK's */
 } call;
 
 /* Build and run one rope over x (batch=2, position=T, heads=2, head_dim=H) f32 into y; the
@@ -57,7 +58,7 @@ static bora_status run(const call *c, const float *x, float *y, char *err, size_
     const bora_graph_api *A = g->pub.api;
     bora_axis ax[4] = {{"batch", 2}, {"position", c->T}, {"heads", 2}, {"head_dim", c->H}};
     bora_tensor *xt = A->input(&g->pub, "x", c->dtype ? c->dtype : BORA_DTYPE_F32, 4, ax);
-    bora_rope_opts o = {.struct_size = sizeof o,
+    bora_rope_opts o = {.struct_size = (uint32_t)((int)sizeof o + c->opts_size_delta),
                         .layout = c->layout,
                         .spec = c->spec,
                         .offset = c->offset,
@@ -103,13 +104,13 @@ static void check_decode(int kernel, int layout, const bora_rope_spec *s)
         x[i] = value(i);
     char err[1024];
     size_t nc;
-    call whole = {1, T, H, layout, 2, 0, 0, 0, 0, s, NULL};
+    call whole = {1, T, H, layout, 2, 0, 0, 0, 0, s, NULL, 0};
     CHECK(run(&whole, x, full, err, &nc) == BORA_OK);
     for (int p = 0; p < T; p++) {
         /* x's rows at position p, (batch, heads, head_dim) */
         for (int b = 0; b < 2; b++)
             memcpy(row + b * 2 * H, x + (b * T + p) * 2 * H, sizeof(float) * 2 * H);
-        call dec = {kernel, 1, H, layout, 2, T - 1, (int32_t)p, 0, 0, s, NULL};
+        call dec = {kernel, 1, H, layout, 2, T - 1, (int32_t)p, 0, 0, s, NULL, 0};
         bora_status st = run(&dec, row, one, err, &nc);
         if (st != BORA_OK)
             fprintf(stderr, "decode: %s\n", err);
@@ -152,7 +153,7 @@ int main(int argc, char **argv)
     char err[1024];
     size_t nk, nd;
     for (int layout = BORA_ROPE_ROTATE_HALF; layout <= BORA_ROPE_INTERLEAVED; layout++) {
-        call k = {1, T, H, layout, 3, 0, 0, 0, 0, &yarn, NULL}, d = k;
+        call k = {1, T, H, layout, 3, 0, 0, 0, 0, &yarn, NULL, 0}, d = k;
         d.kernel = 0;
         CHECK(run(&k, x, yk, err, &nk) == BORA_OK && run(&d, x, yd, err, &nd) == BORA_OK);
         CHECK(!memcmp(yk, yd, sizeof yk));
@@ -160,7 +161,7 @@ int main(int argc, char **argv)
     }
 
     /* two ropes over one spec share the tables */
-    call twice = {1, T, H, BORA_ROPE_ROTATE_HALF, 0, 0, 0, 1, 0, &def, NULL};
+    call twice = {1, T, H, BORA_ROPE_ROTATE_HALF, 0, 0, 0, 1, 0, &def, NULL, 0};
     CHECK(run(&twice, x, yk, err, &nk) == BORA_OK);
     CHECK(nk == 2);
 
@@ -168,7 +169,7 @@ int main(int argc, char **argv)
     bora_rope_spec wide = def, no_theta = def;
     wide.rotary_dims = 12;
     no_theta.theta = 0;
-    call bad = {1, T, H, BORA_ROPE_ROTATE_HALF, 0, 0, 0, 0, 0, &wide, NULL};
+    call bad = {1, T, H, BORA_ROPE_ROTATE_HALF, 0, 0, 0, 0, 0, &wide, NULL, 0};
     CHECK(run(&bad, x, yk, err, &nk) != BORA_OK);
     CHECK_CONTAINS(err, "rotary_dims 12 is more than 'head_dim' (10)");
     bad.spec = &no_theta;
@@ -183,6 +184,14 @@ int main(int argc, char **argv)
     CHECK(run(&bad, x, yk, err, &nk) != BORA_OK);
     CHECK_CONTAINS(err, "bora_rope_spec_default()");
     bad.spec = &def;
+    /* A plugin built against a later SDK passes a larger struct_size (members appended since):
+     * taken. One smaller than ABI 1.9's is not a bora_rope_opts: refused. */
+    bad.opts_size_delta = 16;
+    CHECK(run(&bad, x, yk, err, &nk) == BORA_OK);
+    bad.opts_size_delta = -8;
+    CHECK(run(&bad, x, yk, err, &nk) != BORA_OK);
+    CHECK_CONTAINS(err, "smaller than ABI 1.9's");
+    bad.opts_size_delta = 0;
     bad.dtype = BORA_DTYPE_BF16;
     CHECK(run(&bad, x, yk, err, &nk) != BORA_OK);
     CHECK_CONTAINS(err, "rope takes f32 or f64");
