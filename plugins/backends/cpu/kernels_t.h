@@ -688,11 +688,16 @@ static bora_status K(attention_bias)(bora_backend *b, const bora_kernel_args *a)
         L = L < 0 ? 0 : L > S ? S : L;
     }
     const bora_tensor_desc *sq = opt->segments ? &a->inputs[0] : NULL, *sk = sq ? sq + 1 : NULL;
+    /* (ABI 1.9) the sliding window: query t at position L - Tq + t sees keys past it minus W */
+    int64_t W = opt->struct_size >=
+                        offsetof(bora_opt_attention, sliding_window) + sizeof(opt->sliding_window)
+                    ? opt->sliding_window
+                    : 0;
 #pragma omp parallel for schedule(static)
     for (int64_t bt = 0; bt < B * Tq; bt++) {
         int64_t bi = bt / Tq, t = bt % Tq;
         for (int64_t s = 0; s < S; s++) {
-            int ok = s < L && (!opt->causal || s <= L - Tq + t);
+            int ok = s < L && (!opt->causal || s <= L - Tq + t) && (W <= 0 || s > L - Tq + t - W);
             if (ok && sq)
                 ok = ((const int32_t *)sq->data)[bi * sq->strides[0] + t * sq->strides[1]] ==
                      ((const int32_t *)sk->data)[bi * sk->strides[0] + s * sk->strides[1]];
