@@ -852,9 +852,10 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
     for (int i = 0; i < 11; i++)
         gt[i] = i < 6 || i >= nin + 3 ? q->dtype : BORA_DTYPE_I32;
     gval *o4;
-    /* The fused kernel is asked for plain attention only; grouped heads and the window go to
-     * the decomposition. */
-    if (H == Hkv && !window && backend_has(g, BORA_OP_ATTENTION, nin + 2, at) &&
+    /* Grouped heads (k and v with fewer heads than q) and the window go to the fused kernel
+     * only of a backend built for 1.9 or later; an older one gets the decomposition. */
+    if (((H == Hkv && !window) || g->store->elem_ops) &&
+        backend_has(g, BORA_OP_ATTENTION, nin + 2, at) &&
         backend_has(g, BORA_OP_ATTENTION_GRAD, nin + 6, gt)) {
         o4 = g_op1(g, BORA_OP_ATTENTION, nin, ins, q->dtype, 4, four[0]->dims, four[0]->names);
         if (!o4)
