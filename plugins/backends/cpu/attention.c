@@ -474,7 +474,7 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
     if (!att_setup(a, 3, &sh) || !inner_dense(q) || !inner_dense(k) || !inner_dense(v) ||
         !inner_dense(o))
         return -1;
-    if (sh.G == 1 && sh.W == 0 && att_bf16_wanted(bk, a)) { /* bf16: plain attention only */
+    if (sh.G == 1 && att_bf16_wanted(bk, a)) { /* bf16: not grouped heads */
         int r = attention_bf16(bk, a, &sh);
         if (r != -1)
             return r;
@@ -552,7 +552,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
     for (int i = 0; i < 8; i++)
         if (!inner_dense(all[i]))
             return -1;
-    if (sh.G == 1 && sh.W == 0 && att_bf16_wanted(bk, a)) { /* bf16: plain attention only */
+    if (sh.G == 1 && att_bf16_wanted(bk, a)) { /* bf16: not grouped heads */
         int r = attention_grad_bf16(bk, a, &sh);
         if (r != -1)
             return r;
