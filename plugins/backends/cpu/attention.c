@@ -2,7 +2,8 @@
  * block), S = scale·Q Kᵀ and O = P V on oneDNN's sgemm, an exact softmax per row in between
  * (the row's max, exp with our own vectorised exp, the sum in double); only the keys some row of
  * the block can see are multiplied. The backward pass recomputes P from the saved log-sum-exp,
- * per (batch, head), and accumulates dK and dV block after block in a fixed order. Every job is
+ * per (batch, kv head), and accumulates dK and dV over the group's query heads block after block
+ * in a fixed order (grouped-query attention: query head h reads kv head h / G, by index). Every job is
  * one thread's from start to end, so the bits never depend on the thread count. The loops of
  * kernels_t.h stay the reference (and the path for layouts these do not take: head_dim must be
  * the dense inner axis of every operand). Under trainer.mp c=bf16 the products may take bf16
