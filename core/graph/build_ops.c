@@ -596,18 +596,28 @@ bora_tensor *api_embedding(bora_graph *gp, bora_tensor *table, bora_tensor *ids,
     return out ? api_split(gp, out, "__rows", ids->ndim, parts) : NULL;
 }
 
-/* softmax(q·kᵀ·scale + bias) v on (B, H, T, E) views, bias 0 or -inf from the masks. */
+/* softmax(q·kᵀ·scale + bias) v on (B, H, T, E) views, bias 0 or -inf from the masks. With
+ * grouped-query attention k and v have H_kv heads: q's heads are split, as a view, into
+ * (H_kv, g) so that each kv head meets its g query heads in one batched product, and the
+ * products' gradients sum dK and dV over the group; K and V are never repeated. */
 static gval *attention_decomposed(g_graph *g, gval *const four[3], gval *const *extra, int n_extra,
                                   const bora_opt_attention *opt)
 {
     gval *q = four[0], *k = four[1], *v = four[2];
-    const char *ha = q->names[3], *ka = k->names[2];
+    const char *ha = q->names[3], *ka = k->names[2], *hn = q->names[1];
+    int64_t H = q->dims[1], Hkv = k->dims[1];
+    if (Hkv != H) {
+        bora_axis parts[2] = {{hn, Hkv}, {"__g", H / Hkv}};
+        q = api_split(&g->pub, q, hn, 2, parts); /* (B, H_kv, g, T, E) */
+        if (!q)
+            return NULL;
+    }
     gval *scores = g_api.dot(&g->pub, q, k, 1, &ha, NULL); /* (B, H, T, S) */
     scores = scores ? g_api.scale(&g->pub, scores, opt->scale) : NULL;
     if (!scores)
         return NULL;
-    int64_t dims[3] = {q->dims[0], q->dims[2], k->dims[2]};
-    const char *names[3] = {q->names[0], q->names[2], ka};
+    int64_t dims[3] = {q->dims[0], four[0]->dims[2], k->dims[2]};
+    const char *names[3] = {q->names[0], four[0]->names[2], ka};
     gval *bias = g_op1(g, BORA_OP_ATTENTION_BIAS, n_extra, extra, q->dtype, 3, dims, names);
     if (!bias)
         return NULL;
@@ -615,7 +625,13 @@ static gval *attention_decomposed(g_graph *g, gval *const four[3], gval *const *
     gval *p = g_binary(g, BORA_OP_ADD, scores, g_align_to(g, bias, scores));
     p = p ? g_api.softmax(&g->pub, p, ka) : NULL;
     gval *o = p ? g_api.dot(&g->pub, p, v, 1, &ka, NULL) : NULL; /* (B, H, T, E) */
-    return o ? g_permute(g, o, 4, q->names) : NULL;
+    if (o && Hkv != H) {
+        const char *o5[5] = {q->names[0], hn, "__g", four[0]->names[2], ha};
+        const char *hg[2] = {hn, "__g"};
+        o = g_permute(g, o, 5, o5);
+        o = o ? api_merge(&g->pub, o, 2, hg, hn) : NULL;
+    }
+    return o ? g_permute(g, o, 4, four[0]->names) : NULL;
 }
 
 bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_tensor *v,
@@ -626,6 +642,15 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
     const char *qa = g_intern(opts && opts->query_axis ? opts->query_axis : "position");
     const char *ka = g_intern(opts && opts->key_axis ? opts->key_axis : "key_position");
     const char *ha = g_intern(opts && opts->head_dim_axis ? opts->head_dim_axis : "head_dim");
+    int v9 = opts && opts->struct_size >= offsetof(bora_attention_opts, sliding_window) +
+                                              sizeof(opts->sliding_window);
+    /* Grouped-query attention: k and v carry kv_head_axis where q has head_axis. */
+    const char *qh = NULL, *kvh = NULL;
+    if (v9 && opts->kv_head_axis) {
+        qh = g_intern(opts->head_axis ? opts->head_axis : "head");
+        kvh = g_intern(opts->kv_head_axis);
+    }
+    int64_t window = v9 ? opts->sliding_window : 0;
     char dq[256], dk[256], dv[256];
     g_describe(q, dq, sizeof dq);
     g_describe(k, dk, sizeof dk);
@@ -639,6 +664,33 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
     if (q->dtype != k->dtype || q->dtype != v->dtype || !g_is_float(q->dtype)) {
         g_fail(g, "attention: q %s, k %s and v %s need one floating-point dtype", dq, dk, dv);
         return NULL;
+    }
+    if (window < 0) {
+        g_fail(g,
+               "attention: sliding_window is %lld: it must be 0 (none) or a positive number "
+               "of keys",
+               (long long)window);
+        return NULL;
+    }
+    int64_t H = 1, Hkv = 1;
+    if (kvh) {
+        int iq = g_axis_index(q, qh), ik = g_axis_index(k, kvh), iv = g_axis_index(v, kvh);
+        if (iq < 0 || ik < 0 || iv < 0 || kvh == qh || g_axis_index(k, qh) >= 0 ||
+            g_axis_index(v, qh) >= 0 || g_axis_index(q, kvh) >= 0) {
+            g_fail(g,
+                   "attention: grouped-query attention needs q %s with head axis '%s' and k %s "
+                   "and v %s with kv head axis '%s' in its place (two different names)",
+                   dq, qh, dk, dv, kvh);
+            return NULL;
+        }
+        H = q->dims[iq], Hkv = k->dims[ik];
+        if (Hkv < 1 || v->dims[iv] != Hkv || H % Hkv != 0) {
+            g_fail(g,
+                   "attention: kv heads '%s' of k %s and v %s must be one count dividing the "
+                   "%lld query heads '%s' of q %s",
+                   kvh, dk, dv, (long long)H, qh, dq);
+            return NULL;
+        }
     }
     /* Batch axes: the rest of q's, which k and v must have with the same sizes. */
     const char *batch[BORA_MAX_DIMS];
@@ -654,6 +706,8 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
             return NULL;
         }
         for (int i = 0; i < nb; i++) {
+            if (batch[i] == qh)
+                continue; /* checked above: kv_head_axis stands for it */
             int j = g_axis_index(kv[t], batch[i]);
             if (j < 0 || kv[t]->dims[j] != q->dims[g_axis_index(q, batch[i])]) {
                 g_fail(g, "attention: axis '%s' of q %s differs in %s", batch[i], dq, t ? dv : dk);
@@ -693,7 +747,7 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
             if (seg->names[i] == qa)
                 continue;
             int j = g_axis_index(q, seg->names[i]);
-            if (j < 0 || q->dims[j] != seg->dims[i]) {
+            if (j < 0 || q->dims[j] != seg->dims[i] || seg->names[i] == qh) {
                 g_fail(g, "attention: segment ids %s have axis '%s' that q %s lacks", ds,
                        seg->names[i], dq);
                 return NULL;
@@ -708,9 +762,13 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
     for (int i = 0; i < nb; i++) {
         if (seg && g_axis_index(seg, batch[i]) >= 0)
             gb[nbb++] = batch[i];
-        else
+        else if (batch[i] != qh)
             gh[nh++] = batch[i];
     }
+    /* q's head axis goes last in H, so that q's grouped index (r·H + h) over kv's (r·H_kv + j)
+     * is exactly the group's: kv index = q index / (H / H_kv). */
+    if (qh)
+        gh[nh++] = qh;
     /* (B, H, T, E) views of q, k, v. */
     const char *pos[3] = {qa, ka, ka};
     gval *src[3] = {q, k, v}, *four[3];
@@ -719,12 +777,13 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
         int m = 0;
         for (int i = 0; i < nbb; i++)
             o[m++] = gb[i];
+        const char *ght[BORA_MAX_DIMS];
         for (int i = 0; i < nh; i++)
-            o[m++] = gh[i];
+            o[m++] = ght[i] = t && gh[i] == qh ? kvh : gh[i];
         o[m++] = pos[t];
         o[m++] = ha;
         gval *x = g_permute(g, src[t], m, o);
-        x = x ? group(g, x, nh, gh, "__h") : NULL;
+        x = x ? group(g, x, nh, ght, "__h") : NULL;
         if (x && nh == 0) { /* group put __h first: move it after the B axes */
             const char *o2[BORA_MAX_DIMS];
             int p = 0;
@@ -768,8 +827,21 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
         opts && opts->struct_size >= offsetof(bora_attention_opts, upcast) + sizeof(opts->upcast)
             ? opts->upcast
             : 0;
-    bora_opt_attention aopt = {
-        sizeof(bora_opt_attention), opts ? opts->causal : 0, scale, seg != NULL, klen != NULL, 0};
+    bora_opt_attention aopt = {sizeof(bora_opt_attention),
+                               opts ? opts->causal : 0,
+                               scale,
+                               seg != NULL,
+                               klen != NULL,
+                               0,
+                               0,
+                               window};
+    if (window && !g->store->elem_ops) {
+        g_fail(g,
+               "attention: sliding_window needs a backend built for ABI 1.9 or later (this one "
+               "is built for 1.%u)",
+               (unsigned)g->store->abi_minor);
+        return NULL;
+    }
     if (g->compute == BORA_DTYPE_BF16 && g->store->attention_bf16 && !upcast &&
         q->dtype == BORA_DTYPE_F32)
         aopt.product_dtype = BORA_DTYPE_BF16;
@@ -780,7 +852,10 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
     for (int i = 0; i < 11; i++)
         gt[i] = i < 6 || i >= nin + 3 ? q->dtype : BORA_DTYPE_I32;
     gval *o4;
-    if (backend_has(g, BORA_OP_ATTENTION, nin + 2, at) &&
+    /* Grouped heads (k and v with fewer heads than q) and the window go to the fused kernel
+     * only of a backend built for 1.9 or later; an older one gets the decomposition. */
+    if (((H == Hkv && !window) || g->store->elem_ops) &&
+        backend_has(g, BORA_OP_ATTENTION, nin + 2, at) &&
         backend_has(g, BORA_OP_ATTENTION_GRAD, nin + 6, gt)) {
         o4 = g_op1(g, BORA_OP_ATTENTION, nin, ins, q->dtype, 4, four[0]->dims, four[0]->names);
         if (!o4)

@@ -280,6 +280,12 @@ typedef struct bora_opt_attention {
      * the products, accumulating in f32; softmax, inputs and results stay f32. 0: every product
      * in the inputs' dtype. */
     int32_t product_dtype;
+    int32_t reserved;
+    /* (ABI 1.9) W > 0: query t (at position p = L - T + t) sees only keys s > p - W, on top of the
+     * other masks (Mistral's sliding window); 0: no window. The host sets it only for backends
+     * built for 1.9 or later. Grouped-query attention needs no option here: k and v (B,H_kv,S,E)
+     * have H_kv heads dividing q's H, and query head h reads kv head h / (H / H_kv). */
+    int64_t sliding_window;
 } bora_opt_attention;
 
 typedef struct bora_opt_iota { /* ABI 1.9 */
@@ -412,6 +418,19 @@ typedef struct bora_attention_opts {
                                   the graph computes in bf16 (trainer.mp c=bf16); 0: it may take
                                   bf16 products. (Where the backend has no attention kernel, the
                                   products are the graph's matmuls, bf16 under c=bf16.) */
+    /* (ABI 1.9) Grouped-query attention: kv_head_axis names k's and v's head axis (H_kv heads),
+     * which stands in them for q's head_axis (H heads; NULL: "head"); H_kv must divide H, and
+     * query head h reads kv head h / (H / H_kv), Hugging Face's repeat_kv order (kv head j serves
+     * query heads j·g .. j·g+g-1, g = H / H_kv). The two names differ because the axes differ in
+     * size and meaning; K and V are never copied per group. NULL: k and v have q's head axis. */
+    const char *head_axis;
+    const char *kv_head_axis;
+    /* (ABI 1.9) Mistral's sliding window, as transformers' masks compute it: W > 0 lets the query
+     * at position i attend key j only where i - W < j <= i with causal (without causal, only the
+     * lower bound i - W < j applies). It composes with segment_ids by both holding. With
+     * key_length L the queries are the last T positions, query t at position i = L - T + t, so a
+     * decode step (T = 1) at position L - 1 sees keys L - W .. L - 1 of the cache. 0: none. */
+    int64_t sliding_window;
 } bora_attention_opts;
 
 /* The builder's functions; reached through every graph, so call sites read bora_add(g, a, b). */

@@ -72,8 +72,10 @@ extern "C" {
  * appends the ops BORA_OP_SIN to BORA_OP_IOTA (sin, cos, abs, sign, minimum, maximum, the
  * comparisons, where, iota), BORA_OP_RMS_NORM with its gradient and BORA_OP_ROPE (rotary
  * embeddings, with bora_opt_rope), which the host asks only of backends built for 1.9 or later,
- * bora_graph_api.full, iota, where, rms_norm and rope, and the structs bora_rope_spec and
- * bora_rope_opts). A minor bump only appends optional members; a major bump breaks. */
+ * bora_graph_api.full, iota, where, rms_norm and rope, the structs bora_rope_spec and
+ * bora_rope_opts, and appends bora_attention_opts.head_axis, kv_head_axis and sliding_window
+ * (grouped-query attention and Mistral's sliding window) and bora_opt_attention.sliding_window,
+ * which the host sets only for backends built for 1.9 or later). A minor bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
 #define BORA_ABI_MINOR 9
 

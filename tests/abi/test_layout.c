@@ -98,7 +98,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_opt_xent, struct_size) == 0, "bora_opt_xent.struct_size");
     _Static_assert(offsetof(bora_opt_xent, ignore_index) == 4, "bora_opt_xent.ignore_index");
     _Static_assert(offsetof(bora_opt_xent, z_loss) == 8, "bora_opt_xent.z_loss");
-    _Static_assert(sizeof(bora_opt_attention) == 32, "size of bora_opt_attention");
+    _Static_assert(sizeof(bora_opt_attention) == 40, "size of bora_opt_attention");
     _Static_assert(offsetof(bora_opt_attention, struct_size) == 0,
                    "bora_opt_attention.struct_size");
     _Static_assert(offsetof(bora_opt_attention, causal) == 4, "bora_opt_attention.causal");
@@ -107,6 +107,8 @@ static void layout(void)
     _Static_assert(offsetof(bora_opt_attention, key_length) == 20, "bora_opt_attention.key_length");
     _Static_assert(offsetof(bora_opt_attention, product_dtype) == 24,
                    "bora_opt_attention.product_dtype");
+    _Static_assert(offsetof(bora_opt_attention, sliding_window) == 32,
+                   "bora_opt_attention.sliding_window (ABI 1.9)");
     _Static_assert(sizeof(bora_opt_pad) == 16, "size of bora_opt_pad");
     _Static_assert(offsetof(bora_opt_pad, struct_size) == 0, "bora_opt_pad.struct_size");
     _Static_assert(offsetof(bora_opt_pad, axis) == 4, "bora_opt_pad.axis");
@@ -154,7 +156,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_xent_opts, struct_size) == 0, "bora_xent_opts.struct_size");
     _Static_assert(offsetof(bora_xent_opts, ignore_index) == 4, "bora_xent_opts.ignore_index");
     _Static_assert(offsetof(bora_xent_opts, z_loss) == 8, "bora_xent_opts.z_loss");
-    _Static_assert(sizeof(bora_attention_opts) == 64, "size of bora_attention_opts");
+    _Static_assert(sizeof(bora_attention_opts) == 88, "size of bora_attention_opts");
     _Static_assert(offsetof(bora_attention_opts, struct_size) == 0,
                    "bora_attention_opts.struct_size");
     _Static_assert(offsetof(bora_attention_opts, causal) == 4, "bora_attention_opts.causal");
@@ -169,6 +171,12 @@ static void layout(void)
     _Static_assert(offsetof(bora_attention_opts, key_length) == 48,
                    "bora_attention_opts.key_length");
     _Static_assert(offsetof(bora_attention_opts, upcast) == 56, "bora_attention_opts.upcast");
+    /* ABI 1.9: grouped-query heads and the sliding window, after a 1.8 struct's 64 bytes */
+    _Static_assert(offsetof(bora_attention_opts, head_axis) == 64, "bora_attention_opts.head_axis");
+    _Static_assert(offsetof(bora_attention_opts, kv_head_axis) == 72,
+                   "bora_attention_opts.kv_head_axis");
+    _Static_assert(offsetof(bora_attention_opts, sliding_window) == 80,
+                   "bora_attention_opts.sliding_window");
     _Static_assert(sizeof(bora_graph_api) == 328, "size of bora_graph_api");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");

@@ -1,7 +1,8 @@
 /* tests/backend/test_attention_bf16.c — attention's products in bf16 under trainer.mp c=bf16 on
  * the CPU backend (bora_opt_attention.product_dtype), forward and backward, in shapes that cross
  * the 64-row blocks, with a causal mask, documents, a batch of one (the heads split between the
- * threads), head widths past and short of whole registers, and q read strided:
+ * threads), head widths past and short of whole registers, q read strided, and a sliding
+ * window (ABI 1.9) across the blocks:
  *   - the output and the gradients of q, k and v equal a double-precision attention whose
  *     products take their operands rounded to bf16 (q, k, v and the output's gradient, the
  *     probabilities and their gradient) and accumulate exactly, within f32's rounding of the
@@ -27,13 +28,15 @@ typedef struct acase {
     const char *name;
     int64_t B, H, T, E;
     int causal, segments, q_strided;
+    int64_t window; /* the sliding window (ABI 1.9; 0: none) */
 } acase;
 
 static const acase cases[] = {
-    {"causal 2x3x150x64, documents", 2, 3, 150, 64, 1, 1, 0},
-    {"batch of one, 4 heads split among threads, 130x32", 1, 4, 130, 32, 1, 0, 0},
-    {"not causal, head width 20, 70 rows", 2, 2, 70, 20, 0, 0, 0},
-    {"q strided, head width 24, 100 rows", 2, 2, 100, 24, 1, 0, 1},
+    {"causal 2x3x150x64, documents", 2, 3, 150, 64, 1, 1, 0, 0},
+    {"batch of one, 4 heads split among threads, 130x32", 1, 4, 130, 32, 1, 0, 0, 0},
+    {"not causal, head width 20, 70 rows", 2, 2, 70, 20, 0, 0, 0, 0},
+    {"q strided, head width 24, 100 rows", 2, 2, 100, 24, 1, 0, 1, 0},
+    {"causal, window 50 across the blocks, 2x2x150x32", 2, 2, 150, 32, 1, 0, 0, 50},
 };
 
 static int32_t seg_of(int64_t b, int64_t t)
@@ -69,7 +72,10 @@ static bora_tensor *build(bora_graph *g, const acase *c, int upcast, bora_tensor
     bora_tensor *q = bora_param(g, "q", BORA_DTYPE_F32, 4, qa, bora_init_normal(1.0), 0);
     bora_tensor *k = bora_param(g, "k", BORA_DTYPE_F32, 4, ka, bora_init_normal(1.0), 0);
     bora_tensor *v = bora_param(g, "v", BORA_DTYPE_F32, 4, ka, bora_init_normal(1.0), 0);
-    bora_attention_opts o = {.struct_size = sizeof o, .causal = c->causal, .upcast = upcast};
+    bora_attention_opts o = {.struct_size = sizeof o,
+                             .causal = c->causal,
+                             .upcast = upcast,
+                             .sliding_window = c->window};
     if (c->segments) {
         bora_axis sa[2] = {AX("batch", c->B), AX("position", c->T)};
         o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);
@@ -204,8 +210,9 @@ static void reference(const acase *c, const result *in, int rounded, double *o, 
         for (int64_t t = 0; t < T; t++) {
             double m = -INFINITY;
             for (int64_t s = 0; s < S; s++) {
-                int visible =
-                    (!c->causal || s <= t) && (!c->segments || seg_of(b, s) == seg_of(b, t));
+                int visible = (!c->causal || s <= t) &&
+                              (!c->segments || seg_of(b, s) == seg_of(b, t)) &&
+                              (!c->window || s > t - c->window);
                 double acc = 0;
                 for (int64_t e = 0; e < E; e++)
                     acc += R(q[t * E + e]) * R(k[s * E + e]);

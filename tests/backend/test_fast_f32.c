@@ -26,24 +26,32 @@ typedef struct acase {
     int64_t B, H, T, S, E;
     int causal, segments, key_length; /* key_length: the runtime extent's value, 0: none */
     int q_strided;                    /* q given as (batch, position, heads, head_dim) */
-    int kind; /* TIED: ids (B, T) of a vocabulary of S into a table (S, E), then the logits
+    int kind;         /* TIED: ids (B, T) of a vocabulary of S into a table (S, E), then the logits
                * against the same table; NORM: LayerNorm of (B, T, E) over E */
+    int64_t kv_heads; /* grouped-query attention: k and v with this many heads (0: H) */
+    int64_t window;   /* the sliding window (0: none) */
 } acase;
 
 enum { ATTENTION, TIED, NORM };
 
 static const acase cases[] = {
-    {"causal 2x3x150x64", 2, 3, 150, 150, 64, 1, 0, 0, 0, 0},
-    {"causal, q strided", 2, 2, 130, 130, 32, 1, 0, 0, 1, 0},
-    {"not causal", 1, 2, 70, 70, 16, 0, 0, 0, 0, 0},
-    {"head width 20 (columns past whole registers)", 1, 2, 45, 45, 20, 1, 0, 0, 0, 0},
-    {"head width 24, 67 keys", 1, 1, 67, 67, 24, 0, 0, 0, 0, 0},
-    {"segments", 2, 2, 100, 100, 16, 1, 1, 0, 0, 0},
-    {"decode: 5 queries over a cache of 200, 170 filled", 2, 2, 5, 200, 16, 1, 0, 170, 0, 0},
-    {"decode: one query", 1, 3, 1, 90, 64, 1, 0, 77, 0, 0},
-    {"tied embedding 2x300 over a vocabulary of 700x96", 2, 0, 300, 700, 96, 0, 0, 0, 0, TIED},
-    {"layernorm 3x70x200", 3, 0, 70, 0, 200, 0, 0, 0, 0, NORM},
-    {"layernorm 2x9x37 (rows shorter than 16 lanes twice)", 2, 0, 9, 0, 37, 0, 0, 0, 0, NORM},
+    {"causal 2x3x150x64", 2, 3, 150, 150, 64, 1, 0, 0, 0, 0, 0, 0},
+    {"causal, q strided", 2, 2, 130, 130, 32, 1, 0, 0, 1, 0, 0, 0},
+    {"not causal", 1, 2, 70, 70, 16, 0, 0, 0, 0, 0, 0, 0},
+    {"head width 20 (columns past whole registers)", 1, 2, 45, 45, 20, 1, 0, 0, 0, 0, 0, 0},
+    {"head width 24, 67 keys", 1, 1, 67, 67, 24, 0, 0, 0, 0, 0, 0, 0},
+    {"segments", 2, 2, 100, 100, 16, 1, 1, 0, 0, 0, 0, 0},
+    {"decode: 5 queries over a cache of 200, 170 filled", 2, 2, 5, 200, 16, 1, 0, 170, 0, 0, 0, 0},
+    {"decode: one query", 1, 3, 1, 90, 64, 1, 0, 77, 0, 0, 0, 0},
+    {"grouped-query 4 heads over 2, causal, window 50", 2, 4, 130, 130, 32, 1, 0, 0, 0, 0, 2, 50},
+    {"grouped-query 4 heads over 1, segments, window 30", 1, 4, 100, 100, 16, 1, 1, 0, 0, 0, 1, 30},
+    {"window 20, not causal", 1, 2, 70, 70, 16, 0, 0, 0, 0, 0, 0, 20},
+    {"decode over 2 kv heads, window 64: 5 queries, 170 of 200", 2, 4, 5, 200, 16, 1, 0, 170, 0, 0,
+     2, 64},
+    {"tied embedding 2x300 over a vocabulary of 700x96", 2, 0, 300, 700, 96, 0, 0, 0, 0, TIED, 0,
+     0},
+    {"layernorm 3x70x200", 3, 0, 70, 0, 200, 0, 0, 0, 0, NORM, 0, 0},
+    {"layernorm 2x9x37 (rows shorter than 16 lanes twice)", 2, 0, 9, 0, 37, 0, 0, 0, 0, NORM, 0, 0},
 };
 
 static int32_t seg_of(int64_t b, int64_t t)
@@ -92,12 +100,17 @@ static bora_tensor *build(bora_graph *g, const acase *c, int dt, bora_tensor **o
                        AX("head_dim", c->E)};
     if (c->q_strided)
         qa[1] = AX("position", c->T), qa[2] = AX("heads", c->H);
-    bora_axis ka[4] = {AX("batch", c->B), AX("heads", c->H), AX("key_position", c->S),
-                       AX("head_dim", c->E)};
+    bora_axis ka[4] = {AX("batch", c->B),
+                       AX(c->kv_heads ? "kv_heads" : "heads", c->kv_heads ? c->kv_heads : c->H),
+                       AX("key_position", c->S), AX("head_dim", c->E)};
     bora_tensor *q = bora_param(g, "a", dt, 4, qa, bora_init_normal(1.0), 0);
     bora_tensor *k = bora_param(g, "b", dt, 4, ka, bora_init_normal(1.0), 0);
     bora_tensor *v = bora_param(g, "c", dt, 4, ka, bora_init_normal(1.0), 0);
-    bora_attention_opts o = {.struct_size = sizeof o, .causal = c->causal};
+    bora_attention_opts o = {.struct_size = sizeof o,
+                             .causal = c->causal,
+                             .head_axis = "heads",
+                             .kv_head_axis = c->kv_heads ? "kv_heads" : NULL,
+                             .sliding_window = c->window};
     if (c->segments) {
         bora_axis sa[2] = {AX("batch", c->B), AX("position", c->T)};
         o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);

@@ -536,6 +536,79 @@ static void r_attention(rig *r, int v, double *out)
     free(vv);
 }
 
+/* grouped-query attention and the sliding window: q (batch 2, heads 4, position, head_dim 3),
+ * k and v (batch 2, kv_heads, key_position, head_dim 3); query head h reads kv head h / (4 /
+ * kv_heads). Variant 0: 2 kv heads, causal, window 2; 1: 1 kv head, causal, segment ids, window
+ * 3; 2: 2 kv heads, not causal, no window; 3: 2 kv heads, window 2, decoding 2 queries over 5
+ * key slots of which the extent says 4 are filled; 4: 2 kv heads, not causal, window 2 (only
+ * keys j > i - 2). */
+typedef struct gqa_variant {
+    int hkv, T, S, causal, seg, window, decode;
+} gqa_variant;
+static const gqa_variant gqa_variants[5] = {
+    {2, 4, 4, 1, 0, 2, 0}, {1, 4, 4, 1, 1, 3, 0}, {2, 4, 4, 0, 0, 0, 0},
+    {2, 2, 5, 1, 0, 2, 1}, {2, 4, 4, 0, 0, 2, 0},
+};
+
+static bora_tensor *b_attention_gqa(bora_graph *g, int dt, int v)
+{
+    const gqa_variant *c = &gqa_variants[v];
+    bora_axis qa[4] = {AX("batch", 2), AX("heads", 4), AX("position", c->T), AX("head_dim", 3)};
+    bora_axis ka[4] = {AX("batch", 2), AX("kv_heads", c->hkv), AX("key_position", c->S),
+                       AX("head_dim", 3)};
+    bora_tensor *q = P(g, "a", dt, 4, qa), *k = P(g, "b", dt, 4, ka), *vv = P(g, "c", dt, 4, ka);
+    bora_attention_opts o = {.struct_size = sizeof o,
+                             .causal = c->causal,
+                             .head_axis = "heads",
+                             .kv_head_axis = "kv_heads",
+                             .sliding_window = c->window};
+    if (c->seg) {
+        bora_axis sa[2] = {AX("batch", 2), AX("position", 4)};
+        o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);
+    }
+    if (c->decode)
+        o.key_length = g->api->extent(g, "klen", c->S);
+    return g->api->attention(g, q, k, vv, &o);
+}
+
+static void r_attention_gqa(rig *r, int v, double *out)
+{
+    const gqa_variant *c = &gqa_variants[v];
+    double *q = vals(r, "a"), *k = vals(r, "b"), *vv = vals(r, "c");
+    int T = c->T, S = c->S, L = c->decode ? 4 : S, G = 4 / c->hkv;
+    for (int b = 0; b < 2; b++)
+        for (int h = 0; h < 4; h++)
+            for (int t = 0; t < T; t++) {
+                int i = L - T + t, j0 = h / G; /* the query's position; its kv head */
+                double s[8], m = -INFINITY, z = 0;
+                for (int j = 0; j < S; j++) {
+                    int ok = j < L && (!c->causal || j <= i) && (!c->window || j > i - c->window) &&
+                             (!c->seg || seg8[b * 4 + t] == seg8[b * 4 + j]);
+                    s[j] = -INFINITY;
+                    if (!ok)
+                        continue;
+                    double d = 0;
+                    for (int e = 0; e < 3; e++)
+                        d += q[((b * 4 + h) * T + t) * 3 + e] *
+                             k[((b * c->hkv + j0) * S + j) * 3 + e];
+                    s[j] = d / sqrt(3.0);
+                    m = fmax(m, s[j]);
+                }
+                for (int j = 0; j < S; j++)
+                    z += s[j] == -INFINITY ? 0 : exp(s[j] - m);
+                for (int e = 0; e < 3; e++) {
+                    double acc = 0;
+                    for (int j = 0; j < S; j++)
+                        if (s[j] != -INFINITY)
+                            acc += exp(s[j] - m) / z * vv[((b * c->hkv + j0) * S + j) * 3 + e];
+                    out[((b * 4 + h) * T + t) * 3 + e] = acc;
+                }
+            }
+    free(q);
+    free(k);
+    free(vv);
+}
+
 /* rope over a (batch, position, heads, head_dim) parameter, the reference computed here in
  * double from theta^(-2i/D) (default; linear divides by the factor; dynamic NTK raises the base
  * to theta·(factor·L/orig - (factor-1))^(D/(D-2)) for the graph's L positions):
@@ -698,6 +771,7 @@ static const ocase cases[] = {
     {"cross_entropy", b_xent, r_xent, 5, 0},
     {"embedding", b_embedding, r_embedding, 1, 0},
     {"attention", b_attention, r_attention, 4, 0},
+    {"attention gqa/window", b_attention_gqa, r_attention_gqa, 5, 0},
     {"rope", b_rope, r_rope, 5, 0},
     {"layout", b_layout, r_layout, 6, 1e-2}, /* variant 3 passes through f32: looser */
 };
@@ -1287,6 +1361,124 @@ static void check_rms_norm_rules(void)
     rig_close(&r);
 }
 
+/* grouped-query attention's and the window's refusals, and a 1.8-sized options struct, whose
+ * (absent) new fields are never read. */
+static const char *gqa_build(int hkv, int64_t window, uint32_t struct_size)
+{
+    static char err[1100];
+    rig r;
+    rig_open(&r, plugin_dir, 1, 3);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
+    bora_graph *gp = &g->pub;
+    bora_axis qa[4] = {AX("batch", 2), AX("heads", 4), AX("position", 4), AX("head_dim", 3)};
+    bora_axis ka[4] = {AX("batch", 2), AX("kv_heads", hkv), AX("key_position", 4),
+                       AX("head_dim", 3)};
+    bora_tensor *q = bora_input(gp, "q", BORA_DTYPE_F32, 4, qa);
+    bora_tensor *k = bora_input(gp, "k", BORA_DTYPE_F32, 4, ka);
+    bora_tensor *v = bora_input(gp, "v", BORA_DTYPE_F32, 4, ka);
+    bora_attention_opts o = {.struct_size = struct_size,
+                             .causal = 1,
+                             .head_axis = "heads",
+                             .kv_head_axis = "kv_heads",
+                             .sliding_window = window};
+    bora_tensor *out = gp->api->attention(gp, q, k, v, &o);
+    snprintf(err, sizeof err, "%s", out ? "" : g->error);
+    g_graph_free(g);
+    rig_close(&r);
+    return err;
+}
+
+static void check_gqa_rules(void)
+{
+    CHECK(!strcmp(gqa_build(2, 3, sizeof(bora_attention_opts)), ""));
+    CHECK_CONTAINS(
+        gqa_build(3, 0, sizeof(bora_attention_opts)),
+        "attention: kv heads 'kv_heads' of k 'k' (batch=2, kv_heads=3, key_position=4, "
+        "head_dim=3) and v 'v' (batch=2, kv_heads=3, key_position=4, head_dim=3) must be "
+        "one count dividing the 4 query heads 'heads'");
+    CHECK_CONTAINS(gqa_build(2, -1, sizeof(bora_attention_opts)),
+                   "attention: sliding_window is -1: it must be 0 (none) or a positive number");
+    /* a 1.8 caller's struct ends at upcast: kv_heads is then an axis q lacks */
+    CHECK_CONTAINS(gqa_build(2, 0, offsetof(bora_attention_opts, head_axis)),
+                   "attention: axis 'heads' of q 'q' (batch=2, heads=4, position=4, "
+                   "head_dim=3) differs in 'k' (batch=2, kv_heads=2, key_position=4, head_dim=3)");
+}
+
+/* Decoding over a grouped-query cache with a window, one position at a time (T = 1, the key
+ * length the filled slots), gives the full causal forward's rows: f32, fused kernel and
+ * decomposition, within 1e-6 relative plus 1e-7 (the products' blocks differ). */
+enum { DB = 2, DH = 4, DHK = 2, DT = 7, DE = 5, DW = 3 };
+
+static bora_tensor *decode_graph(bora_graph *gp, int T, int decode)
+{
+    bora_axis qa[4] = {AX("batch", DB), AX("heads", DH), AX("position", T), AX("head_dim", DE)};
+    bora_axis ka[4] = {AX("batch", DB), AX("kv_heads", DHK), AX("key_position", DT),
+                       AX("head_dim", DE)};
+    bora_attention_opts o = {.struct_size = sizeof o,
+                             .causal = 1,
+                             .head_axis = "heads",
+                             .kv_head_axis = "kv_heads",
+                             .sliding_window = DW};
+    if (decode)
+        o.key_length = gp->api->extent(gp, "klen", DT);
+    bora_tensor *q = bora_input(gp, "q", BORA_DTYPE_F32, 4, qa);
+    bora_tensor *k = bora_input(gp, "k", BORA_DTYPE_F32, 4, ka);
+    bora_tensor *v = bora_input(gp, "v", BORA_DTYPE_F32, 4, ka);
+    bora_tensor *out = gp->api->attention(gp, q, k, v, &o);
+    return out ? gp->api->contiguous(gp, out) : NULL;
+}
+
+static void check_gqa_decode(void)
+{
+    enum { NQ = DB * DH * DT * DE, NK = DB * DHK * DT * DE };
+    static float q[NQ], k[NK], v[NK], full[NQ], q1[DB * DH * DE], o1[DB * DH * DE];
+    for (int i = 0; i < NQ; i++)
+        q[i] = (float)sin(0.37 * i + 0.1);
+    for (int i = 0; i < NK; i++)
+        k[i] = (float)cos(0.53 * i), v[i] = (float)sin(0.71 * i + 1.3);
+    rig r;
+    open_rig(&r, 5);
+    g_graph *gf = g_graph_new(r.store, BORA_MODE_EVAL), *gd = g_graph_new(r.store, BORA_MODE_EVAL);
+    gf->output = decode_graph(&gf->pub, DT, 0);
+    gd->output = decode_graph(&gd->pub, 1, 1);
+    if (!gf->output || !gd->output || g_finalize(gf) || g_finalize(gd) ||
+        g_store_materialize(r.store)) {
+        fprintf(stderr, "gqa decode: build failed: %s %s\n", gf->error, gd->error);
+        test_failures++;
+        goto done;
+    }
+    CHECK(g_set_input(gf, "q", q, sizeof q) == BORA_OK);
+    CHECK(g_set_input(gf, "k", k, sizeof k) == BORA_OK);
+    CHECK(g_set_input(gf, "v", v, sizeof v) == BORA_OK);
+    CHECK(g_run(gf) == BORA_OK);
+    CHECK(g_read(gf, gf->output, full, sizeof full) == BORA_OK);
+    CHECK(g_set_input(gd, "k", k, sizeof k) == BORA_OK);
+    CHECK(g_set_input(gd, "v", v, sizeof v) == BORA_OK);
+    for (int32_t L = 1; L <= DT; L++) { /* the query at position L - 1 over L filled slots */
+        for (int bh = 0; bh < DB * DH; bh++)
+            for (int e = 0; e < DE; e++)
+                q1[bh * DE + e] = q[(bh * DT + L - 1) * DE + e];
+        CHECK(g_set_input(gd, "q", q1, sizeof q1) == BORA_OK);
+        CHECK(g_set_input(gd, "klen", &L, sizeof L) == BORA_OK);
+        CHECK(g_run(gd) == BORA_OK);
+        CHECK(g_read(gd, gd->output, o1, sizeof o1) == BORA_OK);
+        for (int bh = 0; bh < DB * DH; bh++)
+            for (int e = 0; e < DE; e++) {
+                float want = full[(bh * DT + L - 1) * DE + e], got = o1[bh * DE + e];
+                if (!(fabsf(got - want) <= 1e-6f * fabsf(want) + 1e-7f)) {
+                    fprintf(stderr, "gqa decode%s: position %d, row %d: %.9g, full forward %.9g\n",
+                            decomposed ? " (decomposed)" : "", L - 1, bh, got, want);
+                    test_failures++;
+                    goto done;
+                }
+            }
+    }
+done:
+    g_graph_free(gd);
+    g_graph_free(gf);
+    rig_close(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -1303,9 +1495,12 @@ int main(int argc, char **argv)
                 check_gradient(&cases[i], v);
                 n_checks += 3;
             }
+    for (decomposed = 0; decomposed < 2; decomposed++)
+        check_gqa_decode();
     check_write_slice();
     check_elem_rules();
     check_rms_norm_rules();
+    check_gqa_rules();
     /* Every kernel op ran in some gradient check (forward or backward), or in its own check
      * when nothing differentiates through it (write_slice, sum_squares). */
     for (int op = 1; op < BORA_OP_COUNT_; op++)

@@ -2,7 +2,8 @@
  * block), S = scale·Q Kᵀ and O = P V on oneDNN's sgemm, an exact softmax per row in between
  * (the row's max, exp with our own vectorised exp, the sum in double); only the keys some row of
  * the block can see are multiplied. The backward pass recomputes P from the saved log-sum-exp,
- * per (batch, head), and accumulates dK and dV block after block in a fixed order. Every job is
+ * per (batch, kv head), and accumulates dK and dV over the group's query heads block after block
+ * in a fixed order (grouped-query attention: query head h reads kv head h / G, by index). Every job is
  * one thread's from start to end, so the bits never depend on the thread count. The loops of
  * kernels_t.h stay the reference (and the path for layouts these do not take: head_dim must be
  * the dense inner axis of every operand). Under trainer.mp c=bf16 the products may take bf16
@@ -26,6 +27,8 @@ typedef struct att_shape {
     int64_t sq_b, sq_t, sk_b, sk_s;
     int causal;
     float scale;
+    int64_t G; /* query heads per kv head (grouped-query attention): h reads kv head h / G */
+    int64_t W; /* the sliding window (0: none) */
 } att_shape;
 
 static int inner_dense(const bora_tensor_desc *t)
@@ -43,6 +46,12 @@ static int att_setup(const bora_kernel_args *a, int extra, att_shape *sh)
     sh->L = sh->S;
     sh->causal = opt->causal;
     sh->scale = (float)opt->scale;
+    int64_t hkv = k->dims[1];
+    if (hkv < 1 || sh->H % hkv)
+        return 0;
+    sh->G = sh->H / hkv;
+    if (opt->struct_size >= offsetof(bora_opt_attention, sliding_window) + sizeof(int64_t))
+        sh->W = opt->sliding_window;
     int at = extra;
     if (opt->segments) {
         const bora_tensor_desc *sq = &a->inputs[at], *sk = &a->inputs[at + 1];
@@ -73,6 +82,11 @@ static void att_mask_row(const cpu_simd *simd, const att_shape *sh, int64_t bi, 
     if (sh->causal) {
         int64_t last = sh->L - sh->T + t; /* the last key visible */
         for (int64_t s = last + 1 < 0 ? 0 : last + 1; s < n; s++)
+            row[s] = -INFINITY;
+    }
+    if (sh->W > 0) { /* the sliding window: keys s > i - W only, i = L - T + t */
+        int64_t first = sh->L - sh->T + t - sh->W + 1;
+        for (int64_t s = 0; s < n && s < first; s++)
             row[s] = -INFINITY;
     }
     if (sh->seg_q) {
@@ -461,7 +475,7 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
     if (!att_setup(a, 3, &sh) || !inner_dense(q) || !inner_dense(k) || !inner_dense(v) ||
         !inner_dense(o))
         return -1;
-    if (att_bf16_wanted(bk, a)) {
+    if (sh.G == 1 && att_bf16_wanted(bk, a)) { /* bf16: not grouped heads */
         int r = attention_bf16(bk, a, &sh);
         if (r != -1)
             return r;
@@ -479,8 +493,9 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
             int64_t rows = sh.T - t0 < ATT_ROWS ? sh.T - t0 : ATT_ROWS;
             const float *qp = (const float *)q->data + bi * q->strides[0] + h * q->strides[1] +
                               t0 * q->strides[2];
-            const float *kp = (const float *)k->data + bi * k->strides[0] + h * k->strides[1];
-            const float *vp = (const float *)v->data + bi * v->strides[0] + h * v->strides[1];
+            int64_t hk = h / sh.G;
+            const float *kp = (const float *)k->data + bi * k->strides[0] + hk * k->strides[1];
+            const float *vp = (const float *)v->data + bi * v->strides[0] + hk * v->strides[1];
             float *op =
                 (float *)o->data + bi * o->strides[0] + h * o->strides[1] + t0 * o->strides[2];
             float *lp = (float *)l->data + bi * l->strides[0] + h * l->strides[1];
@@ -538,7 +553,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
     for (int i = 0; i < 8; i++)
         if (!inner_dense(all[i]))
             return -1;
-    if (att_bf16_wanted(bk, a)) {
+    if (sh.G == 1 && att_bf16_wanted(bk, a)) { /* bf16: not grouped heads */
         int r = attention_grad_bf16(bk, a, &sh);
         if (r != -1)
             return r;
@@ -551,13 +566,12 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
         size_t cap = (size_t)(ATT_ROWS * (S ? S : 1));
         float *P = malloc(sizeof(float) * cap), *dP = malloc(sizeof(float) * cap);
 #pragma omp for schedule(static)
-        for (int64_t bh = 0; bh < sh.B * sh.H; bh++) {
-            int64_t bi = bh / sh.H, h = bh % sh.H;
-#define BASE(t) ((float *)(t)->data + bi * (t)->strides[0] + h * (t)->strides[1])
-            const float *qb = BASE(q), *kb = BASE(k), *vb = BASE(v), *ob = BASE(o),
-                        *db = BASE(dout), *lb = BASE(l);
-            float *dqb = BASE(dq), *dkb = BASE(dk), *dvb = BASE(dv);
-#undef BASE
+        for (int64_t bh = 0; bh < sh.B * (sh.H / sh.G); bh++) {
+            /* one job per (batch, kv head): its G query heads in order add into dK and dV */
+            int64_t bi = bh / (sh.H / sh.G), hk = bh % (sh.H / sh.G);
+#define BASE(t, h) ((float *)(t)->data + bi * (t)->strides[0] + (h) * (t)->strides[1])
+            const float *kb = BASE(k, hk), *vb = BASE(v, hk);
+            float *dkb = BASE(dk, hk), *dvb = BASE(dv, hk);
             int64_t ldq = q->strides[2], ldk = k->strides[2], ldv = v->strides[2];
             int64_t ldo = o->strides[2], ldd = dout->strides[2];
             int64_t lddq = dq->strides[2], lddk = dk->strides[2], lddv = dv->strides[2];
@@ -571,7 +585,11 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
                 memset(dvb + s * lddv, 0, sizeof(float) * (size_t)E);
             }
             int bad = 0;
-            for (int64_t blk = 0; blk < blocks && !bad; blk++) {
+            for (int64_t gi = 0; gi < sh.G * blocks && !bad; gi++) {
+                int64_t h = hk * sh.G + gi / blocks, blk = gi % blocks;
+                const float *qb = BASE(q, h), *ob = BASE(o, h), *db = BASE(dout, h),
+                            *lb = BASE(l, h);
+                float *dqb = BASE(dq, h);
                 int64_t t0 = blk * ATT_ROWS, rows = sh.T - t0 < ATT_ROWS ? sh.T - t0 : ATT_ROWS;
                 int64_t n = att_keys(&sh, t0 + rows);
                 if (n == 0) {
@@ -605,6 +623,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
                 bad |= sgemm('T', 'N', n, E, rows, sh.scale, dP, n, qb + t0 * ldq, ldq, 1.0f, dkb,
                              lddk);
             }
+#undef BASE
             if (bad) {
 #pragma omp atomic write
                 failed = 1;

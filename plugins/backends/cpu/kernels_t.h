@@ -550,6 +550,9 @@ static int K(allowed)(const bora_kernel_args *a, int64_t bi, int64_t t, int64_t 
     const bora_opt_attention *opt = a->options;
     if (s >= L || (opt->causal && s > L - Tq + t))
         return 0;
+    if (opt->struct_size >= offsetof(bora_opt_attention, sliding_window) + sizeof(int64_t) &&
+        opt->sliding_window > 0 && s <= L - Tq + t - opt->sliding_window)
+        return 0; /* the sliding window (ABI 1.9) */
     if (opt->segments) {
         const bora_tensor_desc *sq = &a->inputs[K(attn_extra)(a)], *sk = sq + 1;
         int32_t qs = ((const int32_t *)sq->data)[bi * sq->strides[0] + t * sq->strides[1]];
@@ -566,10 +569,10 @@ static bora_status K(attention)(bora_backend *bk, const bora_kernel_args *a)
     const bora_tensor_desc *o = &a->outputs[0], *l = &a->outputs[1];
     const bora_opt_attention *opt = a->options;
     int64_t B = q->dims[0], H = q->dims[1], Tq = q->dims[2], E = q->dims[3], S = k->dims[2];
-    int64_t L = K(key_length)(a, S);
+    int64_t L = K(key_length)(a, S), G = H / k->dims[1]; /* query head h reads kv head h / G */
 #pragma omp parallel for schedule(static)
     for (int64_t bht = 0; bht < B * H * Tq; bht++) {
-        int64_t bi = bht / (H * Tq), h = (bht / Tq) % H, t = bht % Tq;
+        int64_t bi = bht / (H * Tq), h = (bht / Tq) % H, t = bht % Tq, hk = h / G;
         double *p = malloc(sizeof(double) * (size_t)S);
         double m = -INFINITY, sum = 0;
         for (int64_t s = 0; s < S; s++) {
@@ -579,7 +582,7 @@ static bora_status K(attention)(bora_backend *bk, const bora_kernel_args *a)
             double dot = 0;
             for (int64_t e = 0; e < E; e++)
                 dot += (double)((const T *)q->data)[AT(q, bi, h, t, e)] *
-                       (double)((const T *)k->data)[AT(k, bi, h, s, e)];
+                       (double)((const T *)k->data)[AT(k, bi, hk, s, e)];
             p[s] = dot * opt->scale;
             m = p[s] > m ? p[s] : m;
         }
@@ -591,7 +594,7 @@ static bora_status K(attention)(bora_backend *bk, const bora_kernel_args *a)
             double acc = 0;
             for (int64_t s = 0; s < S; s++)
                 if (p[s] != -INFINITY)
-                    acc += exp(p[s] - lse) * (double)((const T *)v->data)[AT(v, bi, h, s, e)];
+                    acc += exp(p[s] - lse) * (double)((const T *)v->data)[AT(v, bi, hk, s, e)];
             ((T *)o->data)[AT(o, bi, h, t, e)] = (T)acc;
         }
         free(p);
@@ -608,53 +611,66 @@ static bora_status K(attention_grad)(bora_backend *bk, const bora_kernel_args *a
     const bora_tensor_desc *dq = &a->outputs[0], *dk = &a->outputs[1], *dv = &a->outputs[2];
     const bora_opt_attention *opt = a->options;
     int64_t B = q->dims[0], H = q->dims[1], Tq = q->dims[2], E = q->dims[3], S = k->dims[2];
-    int64_t L = K(key_length)(a, S);
+    int64_t L = K(key_length)(a, S), Hk = k->dims[1], G = H / Hk;
+    /* one job per (batch, kv head): dK and dV sum over its G query heads, in order */
 #pragma omp parallel for schedule(static)
-    for (int64_t bh = 0; bh < B * H; bh++) {
-        int64_t bi = bh / H, h = bh % H;
+    for (int64_t bh = 0; bh < B * Hk; bh++) {
+        int64_t bi = bh / Hk, hk = bh % Hk;
         double *P = calloc((size_t)(Tq * S), sizeof(double));
         double *dS = calloc((size_t)(Tq * S), sizeof(double));
-        for (int64_t t = 0; t < Tq; t++) {
-            double lse =
-                (double)((const T *)
-                             l->data)[bi * l->strides[0] + h * l->strides[1] + t * l->strides[2]];
-            double Dt = 0;
-            for (int64_t e = 0; e < E; e++)
-                Dt += (double)((const T *)dout->data)[AT(dout, bi, h, t, e)] *
-                      (double)((const T *)o->data)[AT(o, bi, h, t, e)];
-            for (int64_t s = 0; s < S && lse > -INFINITY; s++) {
-                if (!K(allowed)(a, bi, t, s, L, Tq))
-                    continue;
-                double dot = 0, dp = 0;
-                for (int64_t e = 0; e < E; e++) {
-                    dot += (double)((const T *)q->data)[AT(q, bi, h, t, e)] *
-                           (double)((const T *)k->data)[AT(k, bi, h, s, e)];
-                    dp += (double)((const T *)dout->data)[AT(dout, bi, h, t, e)] *
-                          (double)((const T *)v->data)[AT(v, bi, h, s, e)];
+        double *ak = calloc((size_t)(S * E), sizeof(double));
+        double *av = calloc((size_t)(S * E), sizeof(double));
+        for (int64_t h = hk * G; h < hk * G + G; h++) {
+            for (int64_t t = 0; t < Tq; t++) {
+                double lse = (double)((const T *)l->data)[bi * l->strides[0] + h * l->strides[1] +
+                                                          t * l->strides[2]];
+                double Dt = 0;
+                for (int64_t e = 0; e < E; e++)
+                    Dt += (double)((const T *)dout->data)[AT(dout, bi, h, t, e)] *
+                          (double)((const T *)o->data)[AT(o, bi, h, t, e)];
+                for (int64_t s = 0; s < S && lse > -INFINITY; s++) {
+                    if (!K(allowed)(a, bi, t, s, L, Tq))
+                        continue;
+                    double dot = 0, dp = 0;
+                    for (int64_t e = 0; e < E; e++) {
+                        dot += (double)((const T *)q->data)[AT(q, bi, h, t, e)] *
+                               (double)((const T *)k->data)[AT(k, bi, hk, s, e)];
+                        dp += (double)((const T *)dout->data)[AT(dout, bi, h, t, e)] *
+                              (double)((const T *)v->data)[AT(v, bi, hk, s, e)];
+                    }
+                    P[t * S + s] = exp(dot * opt->scale - lse);
+                    dS[t * S + s] = P[t * S + s] * (dp - Dt);
                 }
-                P[t * S + s] = exp(dot * opt->scale - lse);
-                dS[t * S + s] = P[t * S + s] * (dp - Dt);
             }
+            for (int64_t t = 0; t < Tq; t++)
+                for (int64_t e = 0; e < E; e++) {
+                    double acc = 0;
+                    for (int64_t s = 0; s < S; s++)
+                        acc += dS[t * S + s] * (double)((const T *)k->data)[AT(k, bi, hk, s, e)];
+                    ((T *)dq->data)[AT(dq, bi, h, t, e)] = (T)(acc * opt->scale);
+                }
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t e = 0; e < E; e++) {
+                    double sk = 0, sv = 0;
+                    for (int64_t t = 0; t < Tq; t++) {
+                        sk += dS[t * S + s] * (double)((const T *)q->data)[AT(q, bi, h, t, e)];
+                        sv += P[t * S + s] * (double)((const T *)dout->data)[AT(dout, bi, h, t, e)];
+                    }
+                    ak[s * E + e] += sk * opt->scale;
+                    av[s * E + e] += sv;
+                }
+            memset(P, 0, sizeof(double) * (size_t)(Tq * S));
+            memset(dS, 0, sizeof(double) * (size_t)(Tq * S));
         }
-        for (int64_t t = 0; t < Tq; t++)
-            for (int64_t e = 0; e < E; e++) {
-                double acc = 0;
-                for (int64_t s = 0; s < S; s++)
-                    acc += dS[t * S + s] * (double)((const T *)k->data)[AT(k, bi, h, s, e)];
-                ((T *)dq->data)[AT(dq, bi, h, t, e)] = (T)(acc * opt->scale);
-            }
         for (int64_t s = 0; s < S; s++)
             for (int64_t e = 0; e < E; e++) {
-                double ak = 0, av = 0;
-                for (int64_t t = 0; t < Tq; t++) {
-                    ak += dS[t * S + s] * (double)((const T *)q->data)[AT(q, bi, h, t, e)];
-                    av += P[t * S + s] * (double)((const T *)dout->data)[AT(dout, bi, h, t, e)];
-                }
-                ((T *)dk->data)[AT(dk, bi, h, s, e)] = (T)(ak * opt->scale);
-                ((T *)dv->data)[AT(dv, bi, h, s, e)] = (T)av;
+                ((T *)dk->data)[AT(dk, bi, hk, s, e)] = (T)ak[s * E + e];
+                ((T *)dv->data)[AT(dv, bi, hk, s, e)] = (T)av[s * E + e];
             }
         free(P);
         free(dS);
+        free(ak);
+        free(av);
     }
     return BORA_OK;
 }
@@ -688,11 +704,16 @@ static bora_status K(attention_bias)(bora_backend *b, const bora_kernel_args *a)
         L = L < 0 ? 0 : L > S ? S : L;
     }
     const bora_tensor_desc *sq = opt->segments ? &a->inputs[0] : NULL, *sk = sq ? sq + 1 : NULL;
+    /* (ABI 1.9) the sliding window: query t at position L - Tq + t sees keys past it minus W */
+    int64_t W = opt->struct_size >=
+                        offsetof(bora_opt_attention, sliding_window) + sizeof(opt->sliding_window)
+                    ? opt->sliding_window
+                    : 0;
 #pragma omp parallel for schedule(static)
     for (int64_t bt = 0; bt < B * Tq; bt++) {
         int64_t bi = bt / Tq, t = bt % Tq;
         for (int64_t s = 0; s < S; s++) {
-            int ok = s < L && (!opt->causal || s <= L - Tq + t);
+            int ok = s < L && (!opt->causal || s <= L - Tq + t) && (W <= 0 || s > L - Tq + t - W);
             if (ok && sq)
                 ok = ((const int32_t *)sq->data)[bi * sq->strides[0] + t * sq->strides[1]] ==
                      ((const int32_t *)sk->data)[bi * sk->strides[0] + s * sk->strides[1]];
