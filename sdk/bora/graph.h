@@ -215,7 +215,8 @@ typedef enum bora_op {
      * rstd = 1 / sqrt(mean(x², over D) + eps); without the weight input, y = x · rstd. The mean
      * of squares, rstd and the scaling are computed in f32 or wider whatever x's dtype, and y is
      * rounded once to x's dtype at the end (see bora_graph_api.rms_norm). rstd is kept for the
-     * backward. Every operand has x's dtype. */
+     * backward. Every operand has x's dtype, rstd too (a backend taking a bf16 x keeps its
+     * statistics wider inside the kernel, but the rstd it hands the backward is bf16). */
     BORA_OP_RMS_NORM = 52,
     /* (x, [weight], rstd, dy) -> dx, [dweight] (bora_opt_rms_norm): dweight = Σ over rows of
      * dy · x · rstd, the same whatever weight_offset */
@@ -561,7 +562,10 @@ struct bora_graph_api {
      * LlamaRMSNorm rounds x · rstd to x's dtype before multiplying by its weight: for a bf16 x,
      * this op without a weight followed by bora_mul by the weight (an f32 or f64 x has no cast
      * between the two, so one op serves both). On a backend without the fused kernel (or built
-     * before ABI 1.9) it is built from primitives, with the same result up to rounding. */
+     * before ABI 1.9) it is built from primitives, with the same result up to rounding; those
+     * primitives compute in x's dtype, so there the statistics of a bf16 x are bf16's. The CPU
+     * backend takes f32 and f64 x (a bf16 residual stream under r=bf16 is read by its kernel
+     * directly); a bf16 x has no CPU kernel or primitives and fails the build. */
     bora_tensor *(*rms_norm)(bora_graph *g, bora_tensor *x, bora_tensor *weight, const char *axis,
                              double eps, double weight_offset);
     /* ABI 1.9. Rotary position embeddings over x (..., position, ..., head_dim), f32 or f64:
