@@ -412,6 +412,9 @@ int bora_cmd_generate(const bora_cli *cli)
             st = g_set_input(full->g, "input_ids", window, sizeof(int32_t) * (size_t)T);
             if (st == BORA_OK && bora_inputs_reads(full->g, "segment_ids")) /* one document */
                 st = g_set_input(full->g, "segment_ids", segs, sizeof(int32_t) * (size_t)T);
+            int32_t held = (int32_t)n; /* prefill: the window's positions that hold tokens */
+            if (st == BORA_OK && cached && bora_inputs_reads(full->g, "key_length"))
+                st = g_set_input(full->g, "key_length", &held, sizeof held);
             if (st == BORA_OK)
                 st = run_row(full, (int64_t)n - 1, row);
             filled = (int64_t)n;

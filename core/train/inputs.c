@@ -22,7 +22,7 @@ static const struct rule {
     {"targets", M(BORA_MODE_TRAIN), M(BORA_MODE_TRAIN), TOKENS},
     {"segment_ids", M(BORA_MODE_TRAIN) | M(BORA_MODE_EVAL) | M(BORA_MODE_PREFILL), 0, TOKENS},
     {"position", M(BORA_MODE_DECODE), 0, EXTENT},
-    {"key_length", M(BORA_MODE_DECODE), 0, EXTENT},
+    {"key_length", M(BORA_MODE_PREFILL) | M(BORA_MODE_DECODE), 0, EXTENT},
 };
 #define N_RULES (sizeof rules / sizeof rules[0])
 

@@ -305,7 +305,8 @@ int tr_configure(trainer *t, bora_config *root)
 
 /* ---- sizes ---------------------------------------------------------------------------------- */
 
-/* The keys that set a model's and a run's sizes (plugins/models/gpt2/README.md). */
+/* The keys that set a model's and a run's sizes (plugins/models/gpt2/README.md,
+ * plugins/models/llama/README.md). */
 static const char *const size_keys[][2] = {
     {"model", "vocab_size"},
     {"model", "hidden_dim"},
@@ -313,6 +314,11 @@ static const char *const size_keys[][2] = {
     {"model", "num_layers"},
     {"model", "num_heads"},
     {"model", "mlp_scale"},
+    {"model", "hidden_size"}, /* the Llama family's (Hugging Face's) names */
+    {"model", "intermediate_size"},
+    {"model", "num_hidden_layers"},
+    {"model", "num_attention_heads"},
+    {"model", "head_dim"},
     {"trainer", "train_batch_size"},
     {"trainer", "per_device_parallelism"},
 };
@@ -359,4 +365,15 @@ void bora_size_keys(bora_config *root, const struct g_graph *g, char *buf, size_
                               size_keys[largest][1], (long long)largest_v);
     if (w && w < cap)
         snprintf(buf + w, cap - w, ": make %s smaller", n > 1 ? "them" : "it");
+}
+
+void bora_model_shape(bora_config *root, int64_t *width, int64_t *layers, const char **width_key,
+                      const char **layers_key)
+{
+    bora_config *m = bora_cfg_child(root, "model");
+    *width_key = bora_cfg_child(m, "hidden_size") ? "hidden_size" : "hidden_dim";
+    *layers_key = bora_cfg_child(m, "num_hidden_layers") ? "num_hidden_layers" : "num_layers";
+    *width = *layers = 0;
+    bora_cfg_int(m, *width_key, 0, width);
+    bora_cfg_int(m, *layers_key, 0, layers);
 }

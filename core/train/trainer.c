@@ -155,18 +155,17 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
             __builtin_add_overflow(total, s->arena_bytes, &total) ||
             __builtin_add_overflow(total, other, &total);
     int64_t width = 0, layers = 0, vocab = 0;
-    bora_config *m = bora_cfg_child(root, "model");
-    bora_cfg_int(m, "hidden_dim", 0, &width);
-    bora_cfg_int(m, "num_layers", 0, &layers);
-    bora_cfg_int(m, "vocab_size", 0, &vocab);
+    const char *wkey, *lkey;
+    bora_model_shape(root, &width, &layers, &wkey, &lkey);
+    bora_cfg_int(bora_cfg_child(root, "model"), "vocab_size", 0, &vocab);
     char drivers[512];
     snprintf(drivers, sizeof drivers,
              "the arena grows with trainer.per_device_parallelism (the micro-batch, %lld "
-             "sequences; train_batch_size %lld), model.seq_len (%lld), model.hidden_dim (%lld), "
-             "model.num_layers (%lld) and model.vocab_size (%lld); the parameters, gradients and "
+             "sequences; train_batch_size %lld), model.seq_len (%lld), model.%s (%lld), "
+             "model.%s (%lld) and model.vocab_size (%lld); the parameters, gradients and "
              "optimizer state with the last three",
-             (long long)t->micro, (long long)t->batch, (long long)t->seq_len, (long long)width,
-             (long long)layers, (long long)vocab);
+             (long long)t->micro, (long long)t->batch, (long long)t->seq_len, wkey,
+             (long long)width, lkey, (long long)layers, (long long)vocab);
     if (over)
         return bora_error_set(BORA_ERR_INVALID,
                               "memory: the run would need more than 2^64 bytes: %s; make them "
@@ -566,14 +565,13 @@ static int run_loop(trainer *t, int64_t start)
 }
 
 /* PaLM's model FLOPs per token, 6N + 12 L d T (N parameters, L layers, d the width, T the
- * context; the attention term needs the model's num_layers and hidden_dim keys), and the
+ * context; the attention term needs the model's layer count and width keys), and the
  * backend's peak for throughput/mfu. */
 static void model_flops(trainer *t, bora_config *root, size_t params)
 {
-    bora_config *m = bora_cfg_child(root, "model");
     int64_t layers = 0, width = 0;
-    bora_cfg_int(m, "num_layers", 0, &layers);
-    bora_cfg_int(m, "hidden_dim", 0, &width);
+    const char *wkey, *lkey;
+    bora_model_shape(root, &width, &layers, &wkey, &lkey);
     t->flops_per_token =
         6.0 * (double)params + 12.0 * (double)layers * (double)width * (double)t->seq_len;
     char cpu[256];

@@ -23,7 +23,10 @@
  *                                        the step's target count); a model does not read it.
  *   position     extent, i32             decode: where the new token goes (0 .. its maximum).
  *   key_length   extent, i32             decode: positions of the KV cache to attend (position
- *                                        + 1). Both optional: declared with graph_api.extent.
+ *                                        + 1); prefill (ABI 1.9 hosts): the window's positions
+ *                                        that hold the prompt's tokens (the rest is padding), for
+ *                                        a cache that keeps fewer rows than the window. Both
+ *                                        optional: declared with graph_api.extent.
  *
  * What each mode returns (*out):
  *   BORA_MODE_TRAIN    the cross-entropy summed over the targets that are not -100, a scalar;

@@ -1,0 +1,546 @@
+/* plugins/models/llama/config.c — the Llama family's keys, read and checked. Each type's keys
+ * and defaults are Hugging Face's LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config, so a
+ * config.json's values copy into model: unchanged (and llama_hf_config writes them back).
+ * Beyond those: seq_len (positions per training window and in the KV cache) and
+ * gradient_checkpointing. */
+#include "llama.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const llama_kind_name[LLAMA_KINDS] = {"llama", "mistral", "qwen2", "qwen3"};
+
+/* The keys every type has; the defaults differ, so each type's table is written out. */
+#define K_INT(n, d, doc)           \
+    {                              \
+        n, BORA_KEY_INT, 0, d, doc \
+    }
+#define K_FLOAT(n, d, doc)           \
+    {                                \
+        n, BORA_KEY_FLOAT, 0, d, doc \
+    }
+#define K_BOOL(n, d, doc)           \
+    {                               \
+        n, BORA_KEY_BOOL, 0, d, doc \
+    }
+#define D_VOCAB \
+    "tokens in the vocabulary (bora train and bora graph set it to the tokenizer's unless given)"
+#define D_HIDDEN "width of the residual stream"
+#define D_FF "width of the SwiGLU MLP (gate_proj, up_proj)"
+#define D_LAYERS "decoder layers"
+#define D_HEADS "query heads"
+#define D_KV "key/value heads (grouped-query attention; must divide num_attention_heads)"
+#define D_HEAD_DIM "width of each head"
+#define D_MAXPOS "the context the model was made for (dynamic rope scaling grows past it)"
+#define D_SEQ "positions per training window and in the KV cache (not a config.json key)"
+#define D_INIT "standard deviation of the initial linear and embedding weights"
+#define D_EPS "added to the mean square in RMSNorm (above 0)"
+#define D_TIE "the LM head is the token embedding (no lm_head.weight)"
+#define D_THETA "RoPE's base"
+#define D_SCALING "RoPE scaling: {rope_type: linear|dynamic|llama3|yarn, factor, ...} or null"
+#define D_PARTIAL "share of head_dim that RoPE rotates (the rest passes through)"
+#define D_ACT "MLP activation (silu: SwiGLU)"
+#define D_CKPT "recompute each layer in the backward pass instead of keeping its activations"
+#define D_WINDOW_Q "the window's size on the layers that slide"
+#define D_USE_WIN "layers from max_window_layers on attend within sliding_window"
+#define D_MAXWIN "the first layer that slides when use_sliding_window is true"
+#define D_LTYPES "per layer full_attention or sliding_attention (wins over the two keys above)"
+
+#define COMMON_HEAD(vocab, ff, kv, maxpos)                                                       \
+    K_INT("seq_len", "2048", D_SEQ), K_INT("vocab_size", vocab, D_VOCAB),                        \
+        K_INT("hidden_size", "4096", D_HIDDEN), K_INT("intermediate_size", ff, D_FF),            \
+        K_INT("num_hidden_layers", "32", D_LAYERS), K_INT("num_attention_heads", "32", D_HEADS), \
+        K_INT("num_key_value_heads", kv, D_KV), K_INT("max_position_embeddings", maxpos, D_MAXPOS)
+#define COMMON_TAIL                                                                               \
+    {"hidden_act", BORA_KEY_STRING, 0, "silu", D_ACT},                                            \
+        K_FLOAT("initializer_range", "0.02", D_INIT), K_FLOAT("rms_norm_eps", "1e-6", D_EPS),     \
+        K_BOOL("tie_word_embeddings", "false", D_TIE), K_FLOAT("rope_theta", "10000.0", D_THETA), \
+        {"rope_scaling", BORA_KEY_MAP, 0, "null", D_SCALING},                                     \
+        K_FLOAT("partial_rotary_factor", "1.0", D_PARTIAL),                                       \
+        K_FLOAT("attention_dropout", "0.0", "attention dropout (only 0 is supported)"),           \
+        K_BOOL("gradient_checkpointing", "false", D_CKPT)
+
+const bora_key llama_keys_llama[] = {
+    COMMON_HEAD("32000", "11008", "null", "2048"),
+    K_INT("head_dim", "null", D_HEAD_DIM " (null: hidden_size / num_attention_heads)"),
+    COMMON_TAIL,
+    K_BOOL("attention_bias", "false", "biases on q_proj, k_proj, v_proj and o_proj"),
+    K_BOOL("mlp_bias", "false", "biases on gate_proj, up_proj and down_proj"),
+    {NULL, 0, 0, NULL, NULL},
+};
+
+const bora_key llama_keys_mistral[] = {
+    COMMON_HEAD("32000", "14336", "8", "131072"),
+    K_INT("head_dim", "null", D_HEAD_DIM " (null: hidden_size / num_attention_heads)"),
+    COMMON_TAIL,
+    K_INT("sliding_window", "4096",
+          "each position attends to this many most recent positions, itself included (null: all)"),
+    {NULL, 0, 0, NULL, NULL},
+};
+
+const bora_key llama_keys_qwen2[] = {
+    COMMON_HEAD("151936", "22016", "32", "32768"),
+    COMMON_TAIL,
+    K_BOOL("use_sliding_window", "false", D_USE_WIN),
+    K_INT("sliding_window", "4096", D_WINDOW_Q),
+    K_INT("max_window_layers", "28", D_MAXWIN),
+    {"layer_types", BORA_KEY_LIST, 0, "null", D_LTYPES},
+    {NULL, 0, 0, NULL, NULL},
+};
+
+const bora_key llama_keys_qwen3[] = {
+    COMMON_HEAD("151936", "22016", "32", "32768"),
+    K_INT("head_dim", "128", D_HEAD_DIM " (independent of hidden_size)"),
+    COMMON_TAIL,
+    K_BOOL("attention_bias", "false", "biases on q_proj, k_proj, v_proj and o_proj"),
+    K_BOOL("use_sliding_window", "false", D_USE_WIN),
+    K_INT("sliding_window", "4096", D_WINDOW_Q),
+    K_INT("max_window_layers", "28", D_MAXWIN),
+    {"layer_types", BORA_KEY_LIST, 0, "null", D_LTYPES},
+    {NULL, 0, 0, NULL, NULL},
+};
+
+const bora_key *const llama_keys[LLAMA_KINDS] = {llama_keys_llama, llama_keys_mistral,
+                                                 llama_keys_qwen2, llama_keys_qwen3};
+
+/* The default the type's table declares for key, as an integer (the tables are the one place
+ * defaults are written). */
+static int64_t table_int(llama_kind kind, const char *key)
+{
+    for (const bora_key *k = llama_keys[kind]; k->name; k++)
+        if (!strcmp(k->name, key) && k->default_value && strcmp(k->default_value, "null"))
+            return (int64_t)strtoll(k->default_value, NULL, 10);
+    return 0;
+}
+
+static int has_key(llama_kind kind, const char *key)
+{
+    for (const bora_key *k = llama_keys[kind]; k->name; k++)
+        if (!strcmp(k->name, key))
+            return 1;
+    return 0;
+}
+
+static double table_float(llama_kind kind, const char *key)
+{
+    for (const bora_key *k = llama_keys[kind]; k->name; k++)
+        if (!strcmp(k->name, key) && k->default_value)
+            return strtod(k->default_value, NULL);
+    return 0;
+}
+
+/* An integer key whose null (or absence, where the table says null) means `fallback`. */
+static bora_status read_int(const bora_host *h, const bora_config *cfg, llama_kind kind,
+                            const char *key, int64_t fallback, int64_t *out)
+{
+    int64_t def = table_int(kind, key);
+    const bora_config *given = h->config_child(h, cfg, key);
+    bora_status st = h->config_int(h, cfg, key, given ? INT64_MIN : def, out);
+    if (st == BORA_OK && *out == INT64_MIN) /* present and null */
+        *out = fallback;
+    if (st == BORA_OK && !given && !def)
+        *out = fallback;
+    return st;
+}
+
+/* rope_theta and rope_scaling into the rope spec; errors name the key. */
+static bora_status read_rope(const bora_host *h, const bora_config *cfg, llama *m)
+{
+    bora_rope_spec *s = &m->rope;
+    *s = bora_rope_spec_default();
+    bora_status st = h->config_float(h, cfg, "rope_theta", 10000.0, &s->theta);
+    if (st != BORA_OK)
+        return st;
+    if (!(s->theta > 0 && isfinite(s->theta)))
+        return h->fail(h, BORA_ERR_CONFIG, "model.rope_theta: %g is not a positive number",
+                       s->theta);
+    const bora_config *rs = h->config_child(h, cfg, "rope_scaling");
+    const char *type = NULL, *legacy = NULL;
+    if (rs && ((st = h->config_string(h, rs, "rope_type", NULL, &type)) != BORA_OK ||
+               (st = h->config_string(h, rs, "type", NULL, &legacy)) != BORA_OK))
+        return st;
+    if (!type)
+        type = legacy; /* older config.json files say "type" */
+    if (!rs || !type) {
+        if (rs && h->config_child(h, rs, "factor"))
+            return h->fail(h, BORA_ERR_CONFIG,
+                           "model.rope_scaling: give rope_type (default, linear, dynamic, "
+                           "llama3 or yarn)");
+        return BORA_OK;
+    }
+    static const char *const kinds[] = {"default", "linear", "dynamic", "llama3", "yarn"};
+    int kind = -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(type, kinds[i]))
+            kind = i;
+    if (kind < 0)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.rope_scaling.rope_type: '%s' is not one of default, linear, "
+                       "dynamic, llama3, yarn",
+                       type);
+    s->kind = kind;
+    int64_t orig = 0;
+    int truncate = 1;
+    struct {
+        const char *key;
+        double *out, def;
+    } f[] = {{"factor", &s->factor, 0},
+             {"low_freq_factor", &s->low_freq_factor, 0},
+             {"high_freq_factor", &s->high_freq_factor, 0},
+             {"beta_fast", &s->beta_fast, 0},
+             {"beta_slow", &s->beta_slow, 0},
+             {"mscale", &s->mscale, 0},
+             {"mscale_all_dim", &s->mscale_all_dim, 0},
+             {"attention_factor", &s->attention_factor, 0}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if ((st = h->config_float(h, rs, f[i].key, f[i].def, f[i].out)) != BORA_OK)
+            return st;
+    if ((st = h->config_int(h, rs, "original_max_position_embeddings", 0, &orig)) != BORA_OK ||
+        (st = h->config_bool(h, rs, "truncate", 1, &truncate)) != BORA_OK)
+        return st;
+    s->truncate = truncate;
+    /* transformers' fallbacks: the original context is the model's, and yarn without a factor
+     * scales by the ratio of the two */
+    if (!orig && (kind == BORA_ROPE_DYNAMIC || kind == BORA_ROPE_YARN))
+        orig = m->max_position_embeddings;
+    s->original_max_position_embeddings = orig;
+    if (kind == BORA_ROPE_YARN && !h->config_child(h, rs, "factor"))
+        s->factor = orig > 0 ? (double)m->max_position_embeddings / (double)orig : 0;
+    if (kind == BORA_ROPE_DEFAULT)
+        s->factor = 1;
+    if (kind != BORA_ROPE_DEFAULT && !(s->factor > 0 && isfinite(s->factor)))
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.rope_scaling.factor: rope_type %s needs a factor above 0 (got %g)",
+                       type, s->factor);
+    if (kind == BORA_ROPE_LLAMA3) {
+        const char *need[] = {"low_freq_factor", "high_freq_factor",
+                              "original_max_position_embeddings"};
+        for (int i = 0; i < 3; i++)
+            if (!h->config_child(h, rs, need[i]))
+                return h->fail(h, BORA_ERR_CONFIG,
+                               "model.rope_scaling.%s: rope_type llama3 needs it (Llama 3.1 "
+                               "uses low_freq_factor 1, high_freq_factor 4, "
+                               "original_max_position_embeddings 8192)",
+                               need[i]);
+        if (!(s->low_freq_factor > 0 && s->low_freq_factor < s->high_freq_factor))
+            return h->fail(h, BORA_ERR_CONFIG,
+                           "model.rope_scaling: low_freq_factor %g must be above 0 and below "
+                           "high_freq_factor %g",
+                           s->low_freq_factor, s->high_freq_factor);
+    }
+    if (orig < 0)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.rope_scaling.original_max_position_embeddings: %lld is negative",
+                       (long long)orig);
+    return BORA_OK;
+}
+
+/* Which layers slide: Mistral all of them (when sliding_window is not null); Qwen2/3 those
+ * from max_window_layers on when use_sliding_window, or as layer_types says. */
+static bora_status read_window(const bora_host *h, const bora_config *cfg, llama *m)
+{
+    int64_t L = m->num_hidden_layers;
+    bora_status st = read_int(h, cfg, m->kind, "sliding_window", 0, &m->sliding_window);
+    if (st != BORA_OK)
+        return st;
+    if (m->sliding_window < 0)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.sliding_window: %lld is negative; give a size or null",
+                       (long long)m->sliding_window);
+    if (m->kind == LLAMA) {
+        m->sliding_window = 0;
+        return BORA_OK;
+    }
+    int use = m->kind == MISTRAL;
+    int64_t first = 0;
+    if (m->kind != MISTRAL &&
+        ((st = h->config_bool(h, cfg, "use_sliding_window", 0, &use)) != BORA_OK ||
+         (st = h->config_int(h, cfg, "max_window_layers", 28, &first)) != BORA_OK))
+        return st;
+    for (int64_t l = 0; l < L; l++)
+        m->slides[l] = use && m->sliding_window > 0 && l >= first;
+    size_t n = 0;
+    if (m->kind != MISTRAL && (st = h->config_list_len(h, cfg, "layer_types", &n)) != BORA_OK)
+        return st;
+    if (n && (int64_t)n != L)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.layer_types has %zu entries; num_hidden_layers is %lld", n,
+                       (long long)L);
+    for (size_t i = 0; i < n; i++) {
+        const char *t = NULL;
+        st = h->config_string(h, h->config_list_at(h, cfg, "layer_types", i), NULL, "", &t);
+        if (st != BORA_OK)
+            return st;
+        if (strcmp(t, "full_attention") && strcmp(t, "sliding_attention"))
+            return h->fail(h, BORA_ERR_CONFIG,
+                           "model.layer_types[%zu]: '%s' is not full_attention or "
+                           "sliding_attention",
+                           i, t);
+        m->slides[i] = !strcmp(t, "sliding_attention");
+        if (m->slides[i] && !m->sliding_window)
+            return h->fail(h, BORA_ERR_CONFIG,
+                           "model.layer_types[%zu] is sliding_attention but sliding_window is "
+                           "null",
+                           i);
+    }
+    int any = 0;
+    for (int64_t l = 0; l < L; l++)
+        any |= m->slides[l];
+    if (!any)
+        m->sliding_window = 0;
+    return BORA_OK;
+}
+
+static bora_status read_config(const bora_host *h, const bora_config *cfg, llama *m)
+{
+    llama_kind kind = m->kind;
+    struct {
+        const char *key;
+        int64_t *out;
+    } ints[] = {{"seq_len", &m->seq_len},
+                {"vocab_size", &m->vocab_size},
+                {"hidden_size", &m->hidden_size},
+                {"intermediate_size", &m->intermediate_size},
+                {"num_hidden_layers", &m->num_hidden_layers},
+                {"num_attention_heads", &m->num_attention_heads},
+                {"max_position_embeddings", &m->max_position_embeddings}};
+    bora_status st = BORA_OK;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == BORA_OK; i++) {
+        st = h->config_int(h, cfg, ints[i].key, table_int(kind, ints[i].key), ints[i].out);
+        if (st == BORA_OK && *ints[i].out < 1)
+            return h->fail(h, BORA_ERR_CONFIG, "model.%s must be at least 1, not %lld", ints[i].key,
+                           (long long)*ints[i].out);
+    }
+    if (st != BORA_OK)
+        return st;
+    if (m->num_hidden_layers > LLAMA_MAX_LAYERS)
+        return h->fail(h, BORA_ERR_CONFIG, "model.num_hidden_layers: %lld is more than %d",
+                       (long long)m->num_hidden_layers, LLAMA_MAX_LAYERS);
+    int64_t H = m->num_attention_heads;
+    if ((st = read_int(h, cfg, kind, "num_key_value_heads", H, &m->num_key_value_heads)) != BORA_OK)
+        return st;
+    if (m->num_key_value_heads < 1 || H % m->num_key_value_heads)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.num_key_value_heads: %lld must be at least 1 and divide "
+                       "num_attention_heads %lld",
+                       (long long)m->num_key_value_heads, (long long)H);
+    m->head_dim = 0;
+    if (has_key(kind, "head_dim") &&
+        (st = read_int(h, cfg, kind, "head_dim", 0, &m->head_dim)) != BORA_OK)
+        return st;
+    if (!m->head_dim) {
+        if (m->hidden_size % H)
+            return h->fail(h, BORA_ERR_CONFIG,
+                           "model.hidden_size %lld does not divide into %lld heads; give "
+                           "head_dim",
+                           (long long)m->hidden_size, (long long)H);
+        m->head_dim = m->hidden_size / H;
+    }
+    if (m->head_dim < 1)
+        return h->fail(h, BORA_ERR_CONFIG, "model.head_dim must be at least 1, not %lld",
+                       (long long)m->head_dim);
+    /* the widest products the graph forms, within 2^62 */
+    int64_t q, ff2, emb;
+    if (__builtin_mul_overflow(H, m->head_dim, &q) || q > ((int64_t)1 << 62) ||
+        __builtin_mul_overflow(m->intermediate_size, 2, &ff2) ||
+        __builtin_mul_overflow(m->vocab_size, m->hidden_size, &emb) ||
+        __builtin_mul_overflow(m->hidden_size, ff2, &ff2) || emb > ((int64_t)1 << 62) ||
+        ff2 > ((int64_t)1 << 62))
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model: num_attention_heads x head_dim, vocab_size x hidden_size and "
+                       "hidden_size x 2·intermediate_size must each stay within 2^62");
+    const char *act = "silu";
+    if ((st = h->config_string(h, cfg, "hidden_act", "silu", &act)) != BORA_OK)
+        return st;
+    if (strcmp(act, "silu") && strcmp(act, "swish"))
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.hidden_act: '%s' is not supported; the Llama family's MLP is "
+                       "SwiGLU (silu)",
+                       act);
+    double dropout = 0;
+    if ((st = h->config_float(h, cfg, "initializer_range", 0.02, &m->initializer_range)) ||
+        (st = h->config_float(h, cfg, "rms_norm_eps", table_float(kind, "rms_norm_eps"),
+                              &m->rms_norm_eps)) ||
+        (st = h->config_float(h, cfg, "partial_rotary_factor", 1.0, &m->partial_rotary_factor)) ||
+        (st = h->config_float(h, cfg, "attention_dropout", 0.0, &dropout)) ||
+        (st = h->config_bool(h, cfg, "tie_word_embeddings", 0, &m->tie_word_embeddings)) ||
+        (st = h->config_bool(h, cfg, "gradient_checkpointing", 0, &m->gradient_checkpointing)))
+        return st;
+    if (!(m->initializer_range >= 0 && isfinite(m->initializer_range)))
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.initializer_range: %g is not a standard deviation; give 0 or more",
+                       m->initializer_range);
+    if (!(m->rms_norm_eps > 0 && isfinite(m->rms_norm_eps)))
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.rms_norm_eps: %g would let RMSNorm divide by zero; give a number "
+                       "above 0",
+                       m->rms_norm_eps);
+    if (dropout != 0)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.attention_dropout: %g; bora trains without dropout (give 0)",
+                       dropout);
+    if (!(m->partial_rotary_factor > 0 && m->partial_rotary_factor <= 1))
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.partial_rotary_factor: %g must be above 0 and at most 1",
+                       m->partial_rotary_factor);
+    /* biases: Llama's two keys; Qwen2 has q/k/v biases always; Qwen3 attention_bias */
+    int attention_bias = 0, mlp_bias = 0;
+    if (has_key(kind, "attention_bias") &&
+        (st = h->config_bool(h, cfg, "attention_bias", 0, &attention_bias)) != BORA_OK)
+        return st;
+    if (has_key(kind, "mlp_bias") && (st = h->config_bool(h, cfg, "mlp_bias", 0, &mlp_bias)))
+        return st;
+    m->qkv_bias = kind == QWEN2 || attention_bias;
+    m->o_bias = attention_bias;
+    m->mlp_bias = mlp_bias;
+    m->qk_norm = kind == QWEN3;
+    if ((st = read_rope(h, cfg, m)) != BORA_OK)
+        return st;
+    /* transformers: int(head_dim * partial_rotary_factor) */
+    m->rope.rotary_dims = (int64_t)((double)m->head_dim * m->partial_rotary_factor);
+    int64_t least = m->rope.kind == BORA_ROPE_DYNAMIC ? 4 : 2;
+    if (m->rope.rotary_dims < least || m->rope.rotary_dims % 2)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model: head_dim x partial_rotary_factor is %lld; RoPE needs an even "
+                       "number of rotary dims, at least %lld",
+                       (long long)m->rope.rotary_dims, (long long)least);
+    if (m->rope.kind == BORA_ROPE_DYNAMIC && !m->rope.original_max_position_embeddings)
+        m->rope.original_max_position_embeddings = m->max_position_embeddings;
+    return read_window(h, cfg, m);
+}
+
+bora_status llama_create_kind(const bora_host *h, const bora_config *cfg, llama_kind kind,
+                              bora_model **out)
+{
+    llama *m = h->alloc(h, sizeof *m, 16);
+    if (!m)
+        return h->fail(h, BORA_ERR_NOMEM, "out of memory");
+    memset(m, 0, sizeof *m);
+    m->h = h;
+    m->kind = kind;
+    m->slides = h->alloc(h, LLAMA_MAX_LAYERS, 16);
+    if (!m->slides) {
+        h->free(h, m);
+        return h->fail(h, BORA_ERR_NOMEM, "out of memory");
+    }
+    memset(m->slides, 0, LLAMA_MAX_LAYERS);
+    bora_status st = read_config(h, cfg, m);
+    if (st != BORA_OK) {
+        llama_destroy((bora_model *)m);
+        return st;
+    }
+    *out = (bora_model *)m;
+    return BORA_OK;
+}
+
+void llama_destroy(bora_model *model)
+{
+    llama *m = (llama *)model;
+    m->h->free(m->h, m->slides);
+    m->h->free(m->h, m);
+}
+
+/* ---- config.json ------------------------------------------------------------------------------ */
+
+typedef struct jbuf {
+    char *p;
+    size_t cap, len;
+    int over;
+} jbuf;
+
+static void put(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(jbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->len < b->cap ? b->cap - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || b->len + (size_t)n >= b->cap)
+        b->over = 1;
+    b->len += n > 0 ? (size_t)n : 0;
+}
+
+static void put_rope(jbuf *b, const llama *m)
+{
+    const bora_rope_spec *s = &m->rope;
+    static const char *const kinds[] = {"default", "linear", "dynamic", "llama3", "yarn"};
+    if (s->kind == BORA_ROPE_DEFAULT) {
+        put(b, "\"rope_scaling\": null");
+        return;
+    }
+    put(b, "\"rope_scaling\": {\"rope_type\": \"%s\", \"factor\": %.17g", kinds[s->kind],
+        s->factor);
+    if (s->original_max_position_embeddings)
+        put(b, ", \"original_max_position_embeddings\": %lld",
+            (long long)s->original_max_position_embeddings);
+    if (s->kind == BORA_ROPE_LLAMA3)
+        put(b, ", \"low_freq_factor\": %.17g, \"high_freq_factor\": %.17g", s->low_freq_factor,
+            s->high_freq_factor);
+    if (s->kind == BORA_ROPE_YARN) {
+        const char *names[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+                               "attention_factor"};
+        double v[] = {s->beta_fast, s->beta_slow, s->mscale, s->mscale_all_dim,
+                      s->attention_factor};
+        for (int i = 0; i < 5; i++)
+            if (v[i])
+                put(b, ", \"%s\": %.17g", names[i], v[i]);
+        if (!s->truncate)
+            put(b, ", \"truncate\": false");
+    }
+    put(b, "}");
+}
+
+bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *len)
+{
+    const llama *m = (const llama *)model;
+    static const char *const arch[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                       "Qwen3ForCausalLM"};
+    jbuf b = {buf, cap, 0, 0};
+    put(&b,
+        "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"vocab_size\": %lld, "
+        "\"hidden_size\": %lld, \"intermediate_size\": %lld, \"num_hidden_layers\": %lld, "
+        "\"num_attention_heads\": %lld, \"num_key_value_heads\": %lld, \"head_dim\": %lld, "
+        "\"hidden_act\": \"silu\", \"max_position_embeddings\": %lld, "
+        "\"initializer_range\": %.17g, \"rms_norm_eps\": %.17g, \"tie_word_embeddings\": %s, "
+        "\"rope_theta\": %.17g, ",
+        arch[m->kind], llama_kind_name[m->kind], (long long)m->vocab_size,
+        (long long)m->hidden_size, (long long)m->intermediate_size, (long long)m->num_hidden_layers,
+        (long long)m->num_attention_heads, (long long)m->num_key_value_heads,
+        (long long)m->head_dim, (long long)m->max_position_embeddings, m->initializer_range,
+        m->rms_norm_eps, m->tie_word_embeddings ? "true" : "false", m->rope.theta);
+    put_rope(&b, m);
+    if (m->partial_rotary_factor != 1)
+        put(&b, ", \"partial_rotary_factor\": %.17g", m->partial_rotary_factor);
+    put(&b, ", \"attention_dropout\": 0.0");
+    if (m->kind == LLAMA || m->kind == QWEN3)
+        put(&b, ", \"attention_bias\": %s", m->o_bias ? "true" : "false");
+    if (m->kind == LLAMA)
+        put(&b, ", \"mlp_bias\": %s", m->mlp_bias ? "true" : "false");
+    if (m->kind == MISTRAL) {
+        if (m->sliding_window)
+            put(&b, ", \"sliding_window\": %lld", (long long)m->sliding_window);
+        else
+            put(&b, ", \"sliding_window\": null");
+    }
+    if (m->kind == QWEN2 || m->kind == QWEN3) {
+        int any = 0;
+        for (int64_t l = 0; l < m->num_hidden_layers; l++)
+            any |= m->slides[l];
+        put(&b, ", \"use_sliding_window\": %s, \"sliding_window\": %lld", any ? "true" : "false",
+            (long long)(m->sliding_window ? m->sliding_window : 4096));
+        put(&b, ", \"layer_types\": [");
+        for (int64_t l = 0; l < m->num_hidden_layers; l++)
+            put(&b, "%s\"%s\"", l ? ", " : "",
+                m->slides[l] ? "sliding_attention" : "full_attention");
+        put(&b, "], \"max_window_layers\": %lld", (long long)m->num_hidden_layers);
+    }
+    put(&b, "}");
+    if (b.over)
+        return m->h->fail(m->h, BORA_ERR_INTERNAL, "config.json needs more than %zu bytes", cap);
+    *len = b.len;
+    return BORA_OK;
+}
