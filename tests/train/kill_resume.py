@@ -6,7 +6,9 @@ and a loss at every step bitwise equal to a run never interrupted.
 With MP (trainer.mp, say p=f32,c=bf16) the runs use that precision: under c=bf16 the resumed
 run must multiply bf16 copies of the checkpoint's weights, not of the initial ones.
 
-usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP]
+With MODEL (a YAML flow mapping) the runs train that model instead of the small GPT-2.
+
+usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL]]
        (BORA_KILL_SEED picks the seed)
 """
 import json
@@ -20,6 +22,8 @@ import time
 
 bora, plugin_dir, tokenizer, text, work = sys.argv[1:6]
 mp = sys.argv[6] if len(sys.argv) > 6 else "p=f32,c=f32"
+model = (sys.argv[7] if len(sys.argv) > 7 else
+         "{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}")
 # Under ASan, LeakSanitizer's exit-time scan of a process with OpenMP workers sometimes crashes
 # in its own tracer ("Tracer caught signal 11"); the leak checks of bora train are made by
 # train.cli and train.accumulate, so they are off for the processes of this test.
@@ -30,7 +34,7 @@ shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 config = os.path.join(work, "run.yaml")
 with open(config, "w") as f:
-    f.write(f"""model: {{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}}
+    f.write(f"""model: {model}
 optimizer: {{type: adamw, learning_rate: 3e-3, warmup: 4}}
 data: {{train_urls: [{text}], tokenizer: {tokenizer}}}
 trainer:

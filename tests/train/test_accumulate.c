@@ -9,7 +9,9 @@
  * bf16's). And again with r=bf16 too (the residual stream kept in bf16), whose losses are within
  * 1% of c=bf16's and not its bits.
  *
- * usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR */
+ * With MODEL (a YAML flow mapping) the runs train that model instead of the small GPT-2.
+ *
+ * usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MODEL] */
 #include "../test.h"
 #include "ckpt/safetensors.h"
 #include "train_rig.h"
@@ -18,12 +20,13 @@
 #include <math.h>
 
 static const char *plugin_dir, *tokenizer, *text, *work;
+static const char *model = "{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}";
 
 static int train(const char *id, int micro, const char *mp)
 {
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
-             "model: {type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}\n"
+             "model: %s\n"
              "optimizer: {type: adamw, learning_rate: 3e-3, warmup: 2, max_grad_norm: 1.0}\n"
              "data: {train_urls: [%s], tokenizer: %s}\n"
              "trainer:\n"
@@ -31,7 +34,7 @@ static int train(const char *id, int micro, const char *mp)
              "  num_threads: 2\n  seed: 7\n  id: %s\n  mp: %s\n"
              "  checkpointer: {base_path: %s/ckpt}\n"
              "  tracker: {type: jsonl, path: %s/%s.jsonl}\n",
-             text, tokenizer, micro, id, mp, work, work, id);
+             model, text, tokenizer, micro, id, mp, work, work, id);
     return train_yaml(plugin_dir, "accumulate.yaml", yaml);
 }
 
@@ -118,11 +121,13 @@ static void check_accumulation(const char *big, const char *micro, const char *a
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: test_accumulate PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MODEL]\n");
         return 2;
     }
     plugin_dir = argv[1], tokenizer = argv[2], text = argv[3], work = argv[4];
+    if (argc == 6)
+        model = argv[5];
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", work, work);
     if (system(cmd) != 0)
