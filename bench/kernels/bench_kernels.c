@@ -2,7 +2,8 @@
  * them (BORA_PROFILE's per-node clock): attention forward and backward on a Llama-like shape
  * (batch 4, 256 positions, 12 query heads over 4 kv heads, head_dim 64, causal) under
  * trainer.mp c=bf16, and RMSNorm forward and backward in f32 at 2048 rows of 1024 and of 768.
- * Prints the median over the runs after a warm-up, in ms per call. Not a test: timings belong on
+ * Prints the median and the least over the runs after a warm-up, in ms per call (the least is
+ * the steadier figure where other work shares the cores). Not a test: timings belong on
  * a quiet machine.
  *
  * usage: bench_kernels PLUGIN_DIR [THREADS [RUNS]]   (default 2 threads, 15 runs) */
@@ -18,8 +19,9 @@ static int by_value(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Run g runs times after one warm-up; the median ms per run of the nodes of op (summed). */
-static double node_ms(g_graph *g, uint32_t op, int runs)
+/* Run g runs times after one warm-up; the median ms per run of the nodes of op (summed), and the
+ * least in *least. */
+static double node_ms(g_graph *g, uint32_t op, int runs, double *least)
 {
     double *t = calloc((size_t)runs, sizeof *t), before = 0;
     for (int i = -1; i < runs; i++) {
@@ -37,6 +39,7 @@ static double node_ms(g_graph *g, uint32_t op, int runs)
     }
     qsort(t, (size_t)runs, sizeof *t, by_value);
     double m = t[runs / 2];
+    *least = t[0];
     free(t);
     return m;
 }
@@ -87,11 +90,11 @@ static void bench_attention(const char *dir, int threads, int runs)
         exit(1);
     }
     fill_w(g, (int64_t)B * H * T * E);
-    double f = node_ms(g, BORA_OP_ATTENTION, runs);
-    double b = node_ms(g, BORA_OP_ATTENTION_GRAD, runs);
+    double fl, bl, f = node_ms(g, BORA_OP_ATTENTION, runs, &fl);
+    double b = node_ms(g, BORA_OP_ATTENTION_GRAD, runs, &bl);
     printf("attention c=bf16 %dx%d (kv %d) x%d x%d causal, %d threads: forward %.2f ms, "
-           "backward %.2f ms\n",
-           B, H, HKV, T, E, threads, f, b);
+           "backward %.2f ms; least %.2f and %.2f\n",
+           B, H, HKV, T, E, threads, f, b, fl, bl);
     g_graph_free(g);
     rig_close(&r);
 }
@@ -114,10 +117,11 @@ static void bench_rms_norm(const char *dir, int threads, int runs, int64_t R, in
         exit(1);
     }
     fill_w(g, R * D);
-    double f = node_ms(g, BORA_OP_RMS_NORM, runs);
-    double b = node_ms(g, BORA_OP_RMS_NORM_GRAD, runs);
-    printf("rms_norm f32 %lldx%lld, %d threads: forward %.2f ms, backward %.2f ms\n", (long long)R,
-           (long long)D, threads, f, b);
+    double fl, bl, f = node_ms(g, BORA_OP_RMS_NORM, runs, &fl);
+    double b = node_ms(g, BORA_OP_RMS_NORM_GRAD, runs, &bl);
+    printf("rms_norm f32 %lldx%lld, %d threads: forward %.2f ms, backward %.2f ms; least %.2f and "
+           "%.2f\n",
+           (long long)R, (long long)D, threads, f, b, fl, bl);
     g_graph_free(g);
     rig_close(&r);
 }
