@@ -239,6 +239,60 @@ static void check_rows(const cpu_simd *s)
     free(g);
 }
 
+/* rms_row and rms_grad_row against RMSNorm in double at every tail length (and long rows), with
+ * and without a weight: within an f32 rounding of the double result; rms_grad_cols against
+ * its sums in double. */
+static void check_rms(const cpu_simd *s)
+{
+    enum { N = 3001 };
+    float *x = malloc(sizeof(float) * N), *dy = malloc(sizeof(float) * N);
+    float *w = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++)
+        x[i] = uniform(-3.0f, 3.0f), dy[i] = uniform(-1.0f, 1.0f), w[i] = uniform(0.5f, 1.5f);
+    double worst = 0;
+    for (int64_t n = 1; n <= N; n = n < 40 ? n + 1 : n * 3 + 1) {
+        for (int weighted = 0; weighted < 2; weighted++) {
+            double ss = 0, off = weighted ? 1.0 : 0.0, eps = 1e-6;
+            for (int64_t i = 0; i < n; i++)
+                ss += (double)x[i] * x[i];
+            double rs = 1.0 / sqrt(ss / (double)n + eps), d = 0;
+            float rstd;
+            s->rms_row(y, x, weighted ? w : NULL, off, n, eps, &rstd);
+            worst = fmax(worst, fabs(rstd - rs) / rs);
+            for (int64_t i = 0; i < n; i++) {
+                double sc = weighted ? w[i] + off : 1.0, want = x[i] * rs * sc;
+                worst = fmax(worst, fabs(y[i] - want) / (fabs(want) + 1e-30));
+                d += dy[i] * sc * (x[i] * rs);
+            }
+            d /= (double)n;
+            s->rms_grad_row(y, x, dy, weighted ? w : NULL, off, n, rs);
+            for (int64_t i = 0; i < n; i++) {
+                double sc = weighted ? w[i] + off : 1.0;
+                double want = rs * (dy[i] * sc - x[i] * rs * d);
+                worst = fmax(worst, fabs(y[i] - want) / (fabs(want) + 1e-6));
+            }
+        }
+    }
+    /* dw over 7 rows of 37 columns, the rows 40 apart */
+    float rstds[7];
+    double dw[37] = {0};
+    for (int r = 0; r < 7; r++)
+        rstds[r] = 0.5f + 0.125f * (float)r;
+    s->rms_grad_cols(dw, x, dy, rstds, 7, 40, 40, 37);
+    for (int i = 0; i < 37; i++) {
+        double want = 0;
+        for (int r = 0; r < 7; r++)
+            want += (double)dy[r * 40 + i] * ((double)x[r * 40 + i] * rstds[r]);
+        worst = fmax(worst, fabs(dw[i] - want) / (fabs(want) + 1e-6));
+    }
+    printf("%s rms_row, rms_grad_row, rms_grad_cols: worst relative error %.2e\n", s->isa, worst);
+    CHECK(worst < 1.2e-7);
+    free(x);
+    free(dy);
+    free(w);
+    free(y);
+}
+
 /* arith and arith_scalar: one correctly rounded operation per element, whatever the length. */
 static void check_arith(const cpu_simd *s)
 {
@@ -545,6 +599,7 @@ int main(void)
         check_mask_segment(tables[i]);
         check_adamw(tables[i]);
         check_dot(tables[i]);
+        check_rms(tables[i]);
     }
     const char *forced = getenv("BORA_CPU_ISA");
     if (forced && *forced) /* BORA_CPU_ISA names the one chosen */

@@ -111,12 +111,19 @@ static int sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
  *
  * Where the backend runs bf16 matmuls on oneDNN (matmul_bf16.c's rule), the five products take
  * bf16 operands and accumulate in f32: q, k, v and dO rounded once per job, the probabilities P
- * and their gradient dS rounded after the f32 softmax, each a batch over a job's heads in one
+ * and their gradient dS rounded after the f32 softmax, each a batch over a job's kv heads in one
  * primitive per block (at 12 heads, 12 times fewer calls than a head at a time). A job is a batch
- * row's heads, or an equal share of them where there are fewer rows than threads; it runs on one
- * thread, its primitives on that thread's stream. The masks, the softmax, the log-sum-exp and
- * D = Σ dO·O are the f32 path's. Not with a runtime key length (a decode step's key count
- * changes every step, and a primitive is made per count). */
+ * row's kv heads with their query heads, or an equal share of them where there are fewer rows
+ * than threads; it runs on one thread, its primitives on that thread's stream. Grouped heads (G
+ * query heads per kv head) become rows: the job's bf16 copy of q (and of dO) holds, block by
+ * block, a kv head's G query heads' rows one head after the other, so one product over G·r rows
+ * reads that kv head's K or V once (never copied per query head), P and dS come out in (query
+ * head, row) order as with G = 1, and dV += Pᵀ dO and dK += scale·dSᵀ Q sum the group's heads
+ * inside one product, in the order its fixed shape gives, block after block. O and dQ, whose
+ * query heads are not one row stride apart, pass through a dense block when G > 1. The masks,
+ * the softmax, the log-sum-exp and D = Σ dO·O are the f32 path's. Not with a runtime key length
+ * (a decode step's key count changes every step, and a primitive is made per count: decoding
+ * runs the f32 kernels). */
 
 enum { P_QK, P_DOV, P_PV, P_PTDO, P_DSK, P_DSTQ, P_KINDS };
 
@@ -128,18 +135,20 @@ static int att_bf16_wanted(const bora_backend *bk, const bora_kernel_args *a)
            opt->product_dtype == BORA_DTYPE_BF16 && !opt->key_length;
 }
 
-/* Heads per job: the most that divide the heads equally, keep a block's f32 scores within
- * ATT_BF16_CACHE bytes (measured on a 2-core EPYC, family 26, at 512 keys: 2 heads at a time
- * took 270 ms a step for the backward pass, 12 at a time 287-316) and give every thread a job. */
+/* Kv heads per job: the most that divide the kv heads equally, keep a block's f32 scores (G
+ * query heads each) within ATT_BF16_CACHE bytes (measured on a 2-core EPYC, family 26, at 512
+ * keys: 2 heads at a time took 270 ms a step for the backward pass, 12 at a time 287-316) and
+ * give every thread a job. */
 #define ATT_BF16_CACHE (256 << 10)
 
-static int64_t att_heads_per_job(const bora_backend *bk, const att_shape *sh)
+static int64_t att_kv_heads_per_job(const bora_backend *bk, const att_shape *sh)
 {
-    for (int64_t g = 1; g <= sh->H; g++) {
-        int64_t hb = sh->H / g;
-        if (sh->H % g == 0 && sh->B * g >= bk->num_threads &&
-            hb * ATT_ROWS * sh->S * (int64_t)sizeof(float) <= ATT_BF16_CACHE)
-            return hb;
+    int64_t hkv = sh->H / sh->G;
+    for (int64_t g = 1; g <= hkv; g++) {
+        int64_t kb = hkv / g;
+        if (hkv % g == 0 && sh->B * g >= bk->num_threads &&
+            kb * sh->G * ATT_ROWS * sh->S * (int64_t)sizeof(float) <= ATT_BF16_CACHE)
+            return kb;
     }
     return 1;
 }
@@ -150,32 +159,34 @@ static void att_out_strides(const bora_tensor_desc *t, int64_t s[3])
     s[0] = t->strides[1], s[1] = t->strides[2], s[2] = t->strides[3];
 }
 
-/* The key of product kind for a block of r query rows over n keys, hb heads. The job's bf16
- * copies are dense (hb, T or S, E); P and dS are dense (hb, r, n). out: the f32 result's
- * strides (O, dV, dQ or dK). */
-static cpu_mm_key att_key(int kind, const att_shape *sh, int64_t hb, int64_t r, int64_t n,
-                          const int64_t out[3])
+/* The key of product kind for a block of r query rows over n keys, kb kv heads. The job's bf16
+ * copies are dense: q and dO (kb, G·T, E) in the grouped order (att_round_grouped), k and v (kb,
+ * S, E); P and dS are dense (kb, G·r, n). out: the f32 result's strides (O, dV, dQ or dK), NULL
+ * for a dense (kb, G·r, E) block. */
+static cpu_mm_key att_key(int kind, const att_shape *sh, int64_t kb, int64_t r, int64_t n,
+                          const int64_t *out)
 {
-    int64_t T = sh->T, S = sh->S, E = sh->E;
+    int64_t T = sh->T, S = sh->S, E = sh->E, G = sh->G, m = G * r;
     cpu_mm_key k;
     memset(&k, 0, sizeof k);
-    k.batch = hb, k.alpha = 1.0f, k.flags = CPU_MM_THREADED;
-    const int64_t rows_q[3] = {T * E, E, 1}, rows_k[3] = {S * E, E, 1}, cols_k[3] = {S * E, 1, E};
-    const int64_t p[3] = {r * n, n, 1}, pt[3] = {r * n, 1, n}, dense[3] = {r * n, n, 1};
-    const int64_t *sa = p, *sb = rows_k, *sc = out;
+    k.batch = kb, k.alpha = 1.0f, k.flags = CPU_MM_THREADED;
+    const int64_t rows_q[3] = {G * T * E, E, 1}, rows_k[3] = {S * E, E, 1},
+                  cols_k[3] = {S * E, 1, E};
+    const int64_t p[3] = {m * n, n, 1}, pt[3] = {m * n, 1, n}, block[3] = {m * E, E, 1};
+    const int64_t *sa = p, *sb = rows_k, *sc = out ? out : block;
     switch (kind) {
     case P_QK:  /* S = scale · Q Kᵀ */
     case P_DOV: /* dP = dO Vᵀ */
-        k.M = r, k.N = n, k.K = E, sa = rows_q, sb = cols_k, sc = dense;
+        k.M = m, k.N = n, k.K = E, sa = rows_q, sb = cols_k, sc = p;
         k.alpha = kind == P_QK ? sh->scale : 1.0f;
         break;
     case P_PV:  /* O = P V */
     case P_DSK: /* dQ = scale · dS K */
-        k.M = r, k.N = E, k.K = n;
+        k.M = m, k.N = E, k.K = n;
         k.alpha = kind == P_DSK ? sh->scale : 1.0f;
         break;
-    default: /* P_PTDO: dV += Pᵀ dO; P_DSTQ: dK += scale · dSᵀ Q */
-        k.M = n, k.N = E, k.K = r, sa = pt, sb = rows_q;
+    default: /* P_PTDO: dV += Pᵀ dO; P_DSTQ: dK += scale · dSᵀ Q, over the group's G·r rows */
+        k.M = n, k.N = E, k.K = m, sa = pt, sb = rows_q;
         k.alpha = kind == P_DSTQ ? sh->scale : 1.0f;
         k.flags |= CPU_MM_ADD;
         break;
@@ -200,7 +211,7 @@ static int64_t att_block(const att_shape *sh, int64_t blk, int64_t *rows)
 static int att_prims(bora_backend *bk, const bora_kernel_args *a, const att_shape *sh, int grad,
                      int building, const cpu_mm **mm)
 {
-    int64_t hb = att_heads_per_job(bk, sh), blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS;
+    int64_t kb = att_kv_heads_per_job(bk, sh), blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS;
     int64_t out[P_KINDS][3] = {{0}};
     if (grad) {
         att_out_strides(&a->outputs[2], out[P_PTDO]);
@@ -217,7 +228,9 @@ static int att_prims(bora_backend *bk, const bora_kernel_args *a, const att_shap
             int used = grad ? kind != P_PV : kind == P_QK || kind == P_PV;
             if (!used || n == 0)
                 continue;
-            cpu_mm_key key = att_key(kind, sh, hb, r, n, out[kind]);
+            /* O and dQ of grouped heads go through a dense block */
+            int block = sh->G > 1 && (kind == P_PV || kind == P_DSK);
+            cpu_mm_key key = att_key(kind, sh, kb, r, n, block ? NULL : out[kind]);
             if (!(*m = cpu_mm_get(bk, &key, building)))
                 return 0;
         }
@@ -273,6 +286,33 @@ static void att_round(const cpu_simd *simd, uint16_t *y, const bora_tensor_desc 
             simd->to_bf16(y + (h * len + r) * E, HEAD(t, bi, h0 + h) + r * t->strides[2], E);
 }
 
+/* Round the T rows of query heads [h0, h0 + kb·G) of batch row bi of t (q or dO) into dense
+ * bf16 in the grouped order: the block of rows [t0, t0 + r) of kv head j starts at
+ * (j·G·T + t0·G)·E and holds its G query heads' r rows one head after the other, so a block's
+ * rows of a kv head's group are one matrix of G·r rows (G = 1: plain (head, row) order). */
+static void att_round_grouped(const cpu_simd *simd, uint16_t *y, const bora_tensor_desc *t,
+                              int64_t bi, int64_t h0, int64_t kb, const att_shape *sh)
+{
+    int64_t G = sh->G, T = sh->T, E = sh->E;
+    for (int64_t t0 = 0; t0 < T; t0 += ATT_ROWS) {
+        int64_t r = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS;
+        for (int64_t h = 0; h < kb * G; h++)
+            for (int64_t i = 0; i < r; i++)
+                simd->to_bf16(y + ((h / G) * G * T + t0 * G + (h % G) * r + i) * E,
+                              HEAD(t, bi, h0 + h) + (t0 + i) * t->strides[2], E);
+    }
+}
+
+/* Rows [t0, t0 + r) of heads [h0, h0 + hb) of batch row bi of t from a dense (hb, r, E) block. */
+static void att_scatter(const float *blk, const bora_tensor_desc *t, int64_t bi, int64_t h0,
+                        int64_t hb, int64_t t0, int64_t r, int64_t E)
+{
+    for (int64_t h = 0; h < hb; h++)
+        for (int64_t i = 0; i < r; i++)
+            memcpy(HEAD(t, bi, h0 + h) + (t0 + i) * t->strides[2], blk + (h * r + i) * E,
+                   sizeof(float) * (size_t)E);
+}
+
 /* The forward pass in bf16: 0, -1 not taken (the f32 path runs), -2 out of memory, -3 oneDNN
  * failed. */
 static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att_shape *sh)
@@ -280,7 +320,7 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
     const bora_tensor_desc *q = &a->inputs[0], *k = &a->inputs[1], *v = &a->inputs[2];
     const bora_tensor_desc *o = &a->outputs[0], *l = &a->outputs[1];
     int64_t blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS, T = sh->T, S = sh->S, E = sh->E;
-    int64_t hb = att_heads_per_job(bk, sh), keys = att_keys(sh, T);
+    int64_t G = sh->G, kb = att_kv_heads_per_job(bk, sh), hb = kb * G, keys = att_keys(sh, T);
     int st;
     const cpu_mm **mm = att_prims_new(bk, a, sh, 0, 0, &st);
     if (!mm)
@@ -289,26 +329,26 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
     int failed = 0;
 #pragma omp parallel
     {
-        size_t pn = (size_t)(hb * ATT_ROWS * (S ? S : 1));
+        size_t pn = (size_t)(hb * ATT_ROWS * (S ? S : 1)), kn = (size_t)(kb * (S ? S : 1) * E);
         float *P = malloc(sizeof(float) * pn);
+        float *Ob = G > 1 ? malloc(sizeof(float) * (size_t)(hb * ATT_ROWS * E)) : NULL;
         uint16_t *Pb = malloc(sizeof(uint16_t) * pn);
         uint16_t *Qb = malloc(sizeof(uint16_t) * (size_t)(hb * T * E));
-        uint16_t *Kb = malloc(sizeof(uint16_t) * (size_t)(hb * (S ? S : 1) * E));
-        uint16_t *Vb = malloc(sizeof(uint16_t) * (size_t)(hb * (S ? S : 1) * E));
+        uint16_t *Kb = malloc(sizeof(uint16_t) * kn), *Vb = malloc(sizeof(uint16_t) * kn);
         cpu_mm_stream *stream = cpu_mm_stream_new(bk);
-        int mine = !P || !Pb || !Qb || !Kb || !Vb || !stream ? 2 : 0;
+        int mine = !P || (G > 1 && !Ob) || !Pb || !Qb || !Kb || !Vb || !stream ? 2 : 0;
         if (mine) {
 #pragma omp atomic write
             failed = mine;
         }
 #pragma omp for schedule(static)
         for (int64_t job = 0; job < sh->B * (sh->H / hb); job++) {
-            int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb;
+            int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb, hk0 = h0 / G;
             if (mine)
                 continue;
-            att_round(simd, Qb, q, bi, h0, hb, T, T, E);
-            att_round(simd, Kb, k, bi, h0, hb, S, keys, E);
-            att_round(simd, Vb, v, bi, h0, hb, S, keys, E);
+            att_round_grouped(simd, Qb, q, bi, h0, kb, sh);
+            att_round(simd, Kb, k, bi, hk0, kb, S, keys, E);
+            att_round(simd, Vb, v, bi, hk0, kb, S, keys, E);
             for (int64_t blk = 0; blk < blocks && !mine; blk++) {
                 int64_t t0 = blk * ATT_ROWS, r, n = att_block(sh, blk, &r);
                 float *op = HEAD(o, bi, h0) + t0 * o->strides[2];
@@ -322,7 +362,7 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
                     continue;
                 }
                 mine = att_run_status(
-                    cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_QK], Qb + t0 * E, Kb, P));
+                    cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_QK], Qb + t0 * G * E, Kb, P));
                 if (mine)
                     break;
                 for (int64_t h = 0; h < hb; h++) {
@@ -342,7 +382,10 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
                         simd->to_bf16(Pb + (h * r + t) * n, row, n);
                     }
                 }
-                mine = att_run_status(cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_PV], Pb, Vb, op));
+                mine = att_run_status(
+                    cpu_mm_run(bk, stream, mm[blk * P_KINDS + P_PV], Pb, Vb, G > 1 ? Ob : op));
+                if (!mine && G > 1)
+                    att_scatter(Ob, o, bi, h0, hb, t0, r, E);
             }
             if (mine) {
 #pragma omp atomic write
@@ -350,6 +393,7 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
             }
         }
         free(P);
+        free(Ob);
         free(Pb);
         free(Qb);
         free(Kb);
@@ -367,7 +411,7 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
     const bora_tensor_desc *o = &a->inputs[3], *l = &a->inputs[4], *dout = &a->inputs[5];
     const bora_tensor_desc *dq = &a->outputs[0], *dk = &a->outputs[1], *dv = &a->outputs[2];
     int64_t blocks = (sh->T + ATT_ROWS - 1) / ATT_ROWS, T = sh->T, S = sh->S, E = sh->E;
-    int64_t hb = att_heads_per_job(bk, sh), keys = att_keys(sh, T);
+    int64_t G = sh->G, kb = att_kv_heads_per_job(bk, sh), hb = kb * G, keys = att_keys(sh, T);
     int st;
     const cpu_mm **mm = att_prims_new(bk, a, sh, 1, 0, &st);
     if (!mm)
@@ -376,31 +420,36 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
     int failed = 0;
 #pragma omp parallel
     {
-        size_t pn = (size_t)(hb * ATT_ROWS * (S ? S : 1)), kn = (size_t)(hb * (S ? S : 1) * E);
+        size_t pn = (size_t)(hb * ATT_ROWS * (S ? S : 1)), kn = (size_t)(kb * (S ? S : 1) * E);
         float *P = malloc(sizeof(float) * pn), *dP = malloc(sizeof(float) * pn);
+        float *dQb = G > 1 ? malloc(sizeof(float) * (size_t)(hb * ATT_ROWS * E)) : NULL;
         uint16_t *Pb = malloc(sizeof(uint16_t) * pn), *dSb = malloc(sizeof(uint16_t) * pn);
         uint16_t *Qb = malloc(sizeof(uint16_t) * (size_t)(hb * T * E));
         uint16_t *dOb = malloc(sizeof(uint16_t) * (size_t)(hb * T * E));
         uint16_t *Kb = malloc(sizeof(uint16_t) * kn), *Vb = malloc(sizeof(uint16_t) * kn);
         cpu_mm_stream *stream = cpu_mm_stream_new(bk);
-        int mine = !P || !dP || !Pb || !dSb || !Qb || !dOb || !Kb || !Vb || !stream ? 2 : 0;
+        int mine =
+            !P || !dP || (G > 1 && !dQb) || !Pb || !dSb || !Qb || !dOb || !Kb || !Vb || !stream ? 2
+                                                                                                : 0;
         if (mine) {
 #pragma omp atomic write
             failed = mine;
         }
 #pragma omp for schedule(static)
         for (int64_t job = 0; job < sh->B * (sh->H / hb); job++) {
-            int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb;
+            int64_t bi = job / (sh->H / hb), h0 = (job % (sh->H / hb)) * hb, hk0 = h0 / G;
             if (mine)
                 continue;
-            att_round(simd, Qb, q, bi, h0, hb, T, T, E);
-            att_round(simd, dOb, dout, bi, h0, hb, T, T, E);
-            att_round(simd, Kb, k, bi, h0, hb, S, keys, E);
-            att_round(simd, Vb, v, bi, h0, hb, S, keys, E);
-            for (int64_t h = 0; h < hb; h++) {
+            att_round_grouped(simd, Qb, q, bi, h0, kb, sh);
+            att_round_grouped(simd, dOb, dout, bi, h0, kb, sh);
+            att_round(simd, Kb, k, bi, hk0, kb, S, keys, E);
+            att_round(simd, Vb, v, bi, hk0, kb, S, keys, E);
+            for (int64_t j = 0; j < kb; j++) {
                 for (int64_t s = 0; s < S; s++) {
-                    memset(HEAD(dk, bi, h0 + h) + s * dk->strides[2], 0, sizeof(float) * (size_t)E);
-                    memset(HEAD(dv, bi, h0 + h) + s * dv->strides[2], 0, sizeof(float) * (size_t)E);
+                    memset(HEAD(dk, bi, hk0 + j) + s * dk->strides[2], 0,
+                           sizeof(float) * (size_t)E);
+                    memset(HEAD(dv, bi, hk0 + j) + s * dv->strides[2], 0,
+                           sizeof(float) * (size_t)E);
                 }
             }
             for (int64_t blk = 0; blk < blocks && !mine; blk++) {
@@ -414,10 +463,11 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
                     continue;
                 }
                 const cpu_mm *const *m = mm + blk * P_KINDS;
+                const uint16_t *qbl = Qb + t0 * G * E, *dobl = dOb + t0 * G * E;
                 /* P = exp(scale·Q Kᵀ - lse), dP = dO Vᵀ, D = rowsum(dO ∘ O) */
-                mine = att_run_status(cpu_mm_run(bk, stream, m[P_QK], Qb + t0 * E, Kb, P));
+                mine = att_run_status(cpu_mm_run(bk, stream, m[P_QK], qbl, Kb, P));
                 if (!mine)
-                    mine = att_run_status(cpu_mm_run(bk, stream, m[P_DOV], dOb + t0 * E, Vb, dP));
+                    mine = att_run_status(cpu_mm_run(bk, stream, m[P_DOV], dobl, Vb, dP));
                 if (mine)
                     break;
                 for (int64_t h = 0; h < hb; h++) {
@@ -440,13 +490,16 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
                     }
                 }
                 /* dV += Pᵀ dO, dQ = scale·dS K, dK += scale·dSᵀ Q */
-                mine = att_run_status(
-                    cpu_mm_run(bk, stream, m[P_PTDO], Pb, dOb + t0 * E, HEAD(dv, bi, h0)));
-                if (!mine)
-                    mine = att_run_status(cpu_mm_run(bk, stream, m[P_DSK], dSb, Kb, dqp));
+                mine =
+                    att_run_status(cpu_mm_run(bk, stream, m[P_PTDO], Pb, dobl, HEAD(dv, bi, hk0)));
                 if (!mine)
                     mine = att_run_status(
-                        cpu_mm_run(bk, stream, m[P_DSTQ], dSb, Qb + t0 * E, HEAD(dk, bi, h0)));
+                        cpu_mm_run(bk, stream, m[P_DSK], dSb, Kb, G > 1 ? dQb : dqp));
+                if (!mine && G > 1)
+                    att_scatter(dQb, dq, bi, h0, hb, t0, r, E);
+                if (!mine)
+                    mine = att_run_status(
+                        cpu_mm_run(bk, stream, m[P_DSTQ], dSb, qbl, HEAD(dk, bi, hk0)));
             }
             if (mine) {
 #pragma omp atomic write
@@ -455,6 +508,7 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
         }
         free(P);
         free(dP);
+        free(dQb);
         free(Pb);
         free(dSb);
         free(Qb);
@@ -475,7 +529,7 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
     if (!att_setup(a, 3, &sh) || !inner_dense(q) || !inner_dense(k) || !inner_dense(v) ||
         !inner_dense(o))
         return -1;
-    if (sh.G == 1 && att_bf16_wanted(bk, a)) { /* bf16: not grouped heads */
+    if (att_bf16_wanted(bk, a)) {
         int r = attention_bf16(bk, a, &sh);
         if (r != -1)
             return r;
@@ -553,7 +607,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
     for (int i = 0; i < 8; i++)
         if (!inner_dense(all[i]))
             return -1;
-    if (sh.G == 1 && att_bf16_wanted(bk, a)) { /* bf16: not grouped heads */
+    if (att_bf16_wanted(bk, a)) {
         int r = attention_grad_bf16(bk, a, &sh);
         if (r != -1)
             return r;

@@ -442,6 +442,16 @@ static bora_status layernorm_grad_any_f32(bora_backend *b, const bora_kernel_arg
     return fast_layernorm_grad_f32(b, a) == 0 ? BORA_OK : layernorm_grad_f32(b, a);
 }
 
+static bora_status rms_norm_any_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return fast_rms_norm_f32(b, a) == 0 ? BORA_OK : rms_norm_f32(b, a);
+}
+
+static bora_status rms_norm_grad_any_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    return fast_rms_norm_grad_f32(b, a) == 0 ? BORA_OK : rms_norm_grad_f32(b, a);
+}
+
 /* An op whose first input is bf16, as the f32 kernel k over that input widened (exactly) into
  * the backend's scratch buffer: the bits of a COPY to f32 and then the op, with no f32 copy in
  * the graph's memory. Under trainer.mp r=bf16, LayerNorm, RMSNorm and their gradients read the
@@ -483,12 +493,12 @@ static bora_status layernorm_grad_bf16x(bora_backend *b, const bora_kernel_args 
 
 static bora_status rms_norm_bf16x(bora_backend *b, const bora_kernel_args *a)
 {
-    return with_widened_x(b, a, rms_norm_f32);
+    return with_widened_x(b, a, rms_norm_any_f32);
 }
 
 static bora_status rms_norm_grad_bf16x(bora_backend *b, const bora_kernel_args *a)
 {
-    return with_widened_x(b, a, rms_norm_grad_f32);
+    return with_widened_x(b, a, rms_norm_grad_any_f32);
 }
 
 /* A cross-entropy fast path's answer as a status: done (refused when a target was out of
@@ -681,11 +691,11 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     case BORA_OP_RMS_NORM: /* (x, [weight]) -> y, rstd */
         if (n != 3 && n != 4)
             return NULL;
-        PICK(rms_norm);
+        return f64 ? rms_norm_f64 : rms_norm_any_f32;
     case BORA_OP_RMS_NORM_GRAD: /* (x, [weight], rstd, dy) -> dx, [dweight] */
         if (n != 4 && n != 6)
             return NULL;
-        PICK(rms_norm_grad);
+        return f64 ? rms_norm_grad_f64 : rms_norm_grad_any_f32;
     case BORA_OP_SOFTMAX:
     case BORA_OP_LOG_SOFTMAX: PICK(softmax);
     case BORA_OP_XENT: return f64 ? xent_f64 : xent_any_f32;

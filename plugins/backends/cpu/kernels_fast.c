@@ -851,3 +851,60 @@ int fast_layernorm_grad_f32(bora_backend *b, const bora_kernel_args *a)
     }
     return 0;
 }
+
+/* ---- RMSNorm over dense rows ------------------------------------------------------------------ */
+
+/* (x, [weight]) -> y, rstd: a row per call of rms_row, rows split among the threads (a row is
+ * one thread's, so the bits do not depend on the thread count). */
+int fast_rms_norm_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_opt_rms_norm *o = a->options;
+    const bora_tensor_desc *x = &a->inputs[0], *wd = a->n_inputs > 1 ? &a->inputs[1] : NULL;
+    const bora_tensor_desc *y = &a->outputs[0];
+    int64_t ldx, ldy, n = x->dims[x->ndim - 1], rows = cpu_rows_of(x);
+    if (!dense_rows(x, &ldx) || !dense_rows(y, &ldy) || (wd && n > 1 && wd->strides[0] != 1))
+        return -1;
+    const float *xd = x->data, *w = wd ? wd->data : NULL;
+    float *yd = y->data, *rstd = a->outputs[1].data;
+    double off = o->weight_offset, eps = o->eps;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        b->simd->rms_row(yd + r * ldy, xd + r * ldx, w, off, n, eps, rstd + r);
+    return 0;
+}
+
+/* (x, [weight], rstd, dy) -> dx, [dweight]: dx a row per call, dweight by fixed blocks of
+ * columns, each walking the rows in order. */
+int fast_rms_norm_grad_f32(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_opt_rms_norm *o = a->options;
+    int nw = a->n_inputs == 4;
+    const bora_tensor_desc *x = &a->inputs[0], *wd = nw ? &a->inputs[1] : NULL;
+    const bora_tensor_desc *dyd = &a->inputs[2 + nw], *dx = &a->outputs[0];
+    const bora_tensor_desc *dwd = nw ? &a->outputs[1] : NULL;
+    int64_t ldx, lddy, lddx, n = x->dims[x->ndim - 1], rows = cpu_rows_of(x);
+    if (!dense_rows(x, &ldx) || !dense_rows(dyd, &lddy) || !dense_rows(dx, &lddx) ||
+        (nw && n > 1 && (wd->strides[0] != 1 || dwd->strides[0] != 1)))
+        return -1;
+    const float *xd = x->data, *dy = dyd->data, *w = nw ? wd->data : NULL;
+    const float *rstd = a->inputs[1 + nw].data;
+    float *dxd = dx->data;
+    double off = o->weight_offset;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        b->simd->rms_grad_row(dxd + r * lddx, xd + r * ldx, dy + r * lddy, w, off, n,
+                              (double)rstd[r]);
+    if (!nw)
+        return 0;
+    float *dwp = dwd->data;
+    int64_t jobs = (n + LN_COLS - 1) / LN_COLS;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < jobs; j++) {
+        int64_t c0 = j * LN_COLS, cw = n - c0 < LN_COLS ? n - c0 : LN_COLS;
+        double acc[LN_COLS] = {0};
+        b->simd->rms_grad_cols(acc, xd + c0, dy + c0, rstd, rows, ldx, lddy, cw);
+        for (int64_t i = 0; i < cw; i++)
+            dwp[c0 + i] = (float)acc[i];
+    }
+    return 0;
+}

@@ -21,6 +21,10 @@ int fast_scatter_add_f32(bora_backend *b, const bora_kernel_args *a);
  * parameter gradients by fixed blocks of columns, rows in order) */
 int fast_layernorm_f32(bora_backend *b, const bora_kernel_args *a);
 int fast_layernorm_grad_f32(bora_backend *b, const bora_kernel_args *a);
+/* RMSNorm and its gradient over rows dense in their last axis (Σx² in 16 double lanes per row,
+ * dweight by fixed blocks of columns, rows in order) */
+int fast_rms_norm_f32(bora_backend *b, const bora_kernel_args *a);
+int fast_rms_norm_grad_f32(bora_backend *b, const bora_kernel_args *a);
 /* A fused elementwise group, tile by tile (BORA_ERR_UNSUPPORTED for a step it has no loop for). */
 bora_status cpu_run_fused(bora_backend *b, const bora_fused *f);
 /* attention.c: blocks of query rows on sgemm; -3 when oneDNN fails */

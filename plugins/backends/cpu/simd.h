@@ -59,6 +59,17 @@ typedef struct cpu_simd {
      * of x and dy starts at r ld_x and r ld_dy. */
     void (*ln_grad_cols)(double *dg, double *db, const float *x, const float *dy, const float *mean,
                          const float *rstd, int64_t rows, int64_t ld_x, int64_t ld_dy, int64_t w);
+    /* RMSNorm of one row: y = x rstd (w + off) (w NULL: x rstd), rstd = 1 / sqrt(Σx²/n + eps)
+     * with Σx² in double from 16 partial sums (each square exact); writes the row's rstd. */
+    void (*rms_row)(float *y, const float *x, const float *w, double off, int64_t n, double eps,
+                    float *rstd);
+    /* Its gradient for one row: dx = rstd (g - x̂ Σ(g x̂)/n), g = dy (w + off), x̂ = x rstd. */
+    void (*rms_grad_row)(float *dx, const float *x, const float *dy, const float *w, double off,
+                         int64_t n, double rstd);
+    /* dw += Σ_r dy x̂ over `rows` rows (in order) of w columns; row r of x and dy starts at
+     * r ld_x and r ld_dy. */
+    void (*rms_grad_cols)(double *dw, const float *x, const float *dy, const float *rstd,
+                          int64_t rows, int64_t ld_x, int64_t ld_dy, int64_t w);
     /* row[s] = -inf where seg[s] != id, s < n: the keys of other segments, hidden */
     void (*mask_segment)(float *row, const int32_t *seg, int32_t id, int64_t n);
     /* bfloat16 conversions: y = x rounded to nearest even (NaN stays NaN), and back (exact). */

@@ -641,6 +641,79 @@ static void SIMD_FN(ln_grad_cols)(double *restrict dg, double *restrict db, cons
     }
 }
 
+/* ---- RMSNorm rows: Σ x² in ln_row's 16 double lanes, each square exact in double (a float's
+ * square fits a double's mantissa), so the statistic is as wide as the reference loops' and only
+ * the order of the additions differs. The scale is weight + off (no weight: 1). ---- */
+
+static void SIMD_FN(rms_row)(float *y, const float *x, const float *w, double off, int64_t n,
+                             double eps, float *rstd)
+{
+    sums16 s = {{{0}}};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+#pragma GCC unroll 8
+        for (int k = 0; k < LANES / DL; k++) {
+            vd v = load_wide(x + i + k * DL);
+            s.v[k] += v * v;
+        }
+    double acc[LANES];
+    memcpy(acc, &s, sizeof acc);
+    for (int k = 0; i + k < n; k++)
+        acc[k] += (double)x[i + k] * (double)x[i + k];
+    double rs = 1.0 / __builtin_sqrt(lanes_total(acc) / (double)n + eps);
+    if (w)
+        for (i = 0; i < n; i++)
+            y[i] = (float)((double)x[i] * rs * ((double)w[i] + off));
+    else
+        for (i = 0; i < n; i++)
+            y[i] = (float)((double)x[i] * rs);
+    *rstd = (float)rs;
+}
+
+/* dx = rstd (g - x̂ mean(g x̂)), g = dy (weight + off), x̂ = x rstd, the mean in 16 lanes. */
+static void SIMD_FN(rms_grad_row)(float *dx, const float *x, const float *dy, const float *w,
+                                  double off, int64_t n, double rstd)
+{
+    sums16 sv = {{{0}}};
+    vd rv = splatd(rstd), ov = splatd(off);
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+#pragma GCC unroll 8
+        for (int k = 0; k < LANES / DL; k++) {
+            vd g = load_wide(dy + i + k * DL);
+            if (w)
+                g = g * (load_wide(w + i + k * DL) + ov);
+            sv.v[k] += g * (load_wide(x + i + k * DL) * rv);
+        }
+    double a[LANES];
+    memcpy(a, &sv, sizeof a);
+    for (int k = 0; i + k < n; k++) {
+        double g = (double)dy[i + k] * (w ? (double)w[i + k] + off : 1.0);
+        a[k] += g * ((double)x[i + k] * rstd);
+    }
+    double s = lanes_total(a) / (double)n;
+    if (w)
+        for (i = 0; i < n; i++) {
+            double g = (double)dy[i] * ((double)w[i] + off);
+            dx[i] = (float)(rstd * (g - (double)x[i] * rstd * s));
+        }
+    else
+        for (i = 0; i < n; i++)
+            dx[i] = (float)(rstd * ((double)dy[i] - (double)x[i] * rstd * s));
+}
+
+static void SIMD_FN(rms_grad_cols)(double *restrict dw, const float *x, const float *dy,
+                                   const float *rstd, int64_t rows, int64_t ld_x, int64_t ld_dy,
+                                   int64_t w)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ld_x, *dr = dy + r * ld_dy;
+        double rs = (double)rstd[r];
+        for (int64_t i = 0; i < w; i++)
+            dw[i] += (double)dr[i] * ((double)xr[i] * rs);
+    }
+}
+
 /* bfloat16 <-> f32: round to nearest even; a NaN stays a (quiet) NaN. Integer lanes only, so
  * every instruction set gives the same bits. */
 static void SIMD_FN(to_bf16)(uint16_t *restrict y, const float *restrict x, int64_t n)
@@ -745,6 +818,9 @@ const cpu_simd SIMD_TABLE = {
     .ln_row = SIMD_FN(ln_row),
     .ln_grad_row = SIMD_FN(ln_grad_row),
     .ln_grad_cols = SIMD_FN(ln_grad_cols),
+    .rms_row = SIMD_FN(rms_row),
+    .rms_grad_row = SIMD_FN(rms_grad_row),
+    .rms_grad_cols = SIMD_FN(rms_grad_cols),
     .to_bf16 = SIMD_FN(to_bf16),
     .from_bf16 = SIMD_FN(from_bf16),
     .mask_segment = SIMD_FN(mask_segment),
