@@ -57,9 +57,10 @@ static const command commands[] = {
      "unless --tokenizer names another. The context is the model's seq_len: beyond it, the\n"
      "last seq_len tokens. --ids also prints every token id (prompt and generated) on stderr.\n"
      "\n"
-     "With the model's KV cache (GPT-2 has one), the prompt runs once and each new token costs\n"
-     "one position until the context is full; past it, each token runs the whole window again\n"
-     "(learned positions shift). --no-cache runs the whole window for every token: the same\n"
+     "With the model's KV cache (GPT-2 and the Llama family have one), the prompt runs once and\n"
+     "each new token costs one position until the context is full; past it, each token runs the\n"
+     "whole window of the last seq_len tokens again. --no-cache runs the whole window for every\n"
+     "token: the same\n"
      "tokens, slower; a check of the cache.\n"},
     {"export", NULL, "write a checkpoint as a Hugging Face folder",
      "bora export --checkpoint DIR --out DIR\n"},
