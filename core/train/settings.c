@@ -367,13 +367,34 @@ void bora_size_keys(bora_config *root, const struct g_graph *g, char *buf, size_
         snprintf(buf + w, cap - w, ": make %s smaller", n > 1 ? "them" : "it");
 }
 
-void bora_model_shape(bora_config *root, int64_t *width, int64_t *layers, const char **width_key,
-                      const char **layers_key)
+/* The key's value, or the default the model declares for it; 0 when it has no such key. */
+static int64_t model_int(bora_config *m, const bora_key *keys, const char *name)
+{
+    int64_t v = 0;
+    for (const bora_key *k = keys; k && k->name; k++)
+        if (!strcmp(k->name, name) && k->default_value)
+            bora_parse_int(k->default_value, &v);
+    bora_cfg_int(m, name, v, &v);
+    return v;
+}
+
+static int has_key(const bora_key *keys, const char *name)
+{
+    for (const bora_key *k = keys; k && k->name; k++)
+        if (!strcmp(k->name, name))
+            return 1;
+    return 0;
+}
+
+void bora_model_shape(bora_config *root, const bora_key *keys, int64_t *width, int64_t *layers,
+                      const char **width_key, const char **layers_key)
 {
     bora_config *m = bora_cfg_child(root, "model");
-    *width_key = bora_cfg_child(m, "hidden_size") ? "hidden_size" : "hidden_dim";
-    *layers_key = bora_cfg_child(m, "num_hidden_layers") ? "num_hidden_layers" : "num_layers";
-    *width = *layers = 0;
-    bora_cfg_int(m, *width_key, 0, width);
-    bora_cfg_int(m, *layers_key, 0, layers);
+    int hf = has_key(keys, "hidden_size") || bora_cfg_child(m, "hidden_size");
+    *width_key = hf ? "hidden_size" : "hidden_dim";
+    *layers_key = has_key(keys, "num_hidden_layers") || bora_cfg_child(m, "num_hidden_layers")
+                      ? "num_hidden_layers"
+                      : "num_layers";
+    *width = model_int(m, keys, *width_key);
+    *layers = model_int(m, keys, *layers_key);
 }

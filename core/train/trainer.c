@@ -156,7 +156,7 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
             __builtin_add_overflow(total, other, &total);
     int64_t width = 0, layers = 0, vocab = 0;
     const char *wkey, *lkey;
-    bora_model_shape(root, &width, &layers, &wkey, &lkey);
+    bora_model_shape(root, t->model_entry->ops->keys, &width, &layers, &wkey, &lkey);
     bora_cfg_int(bora_cfg_child(root, "model"), "vocab_size", 0, &vocab);
     char drivers[512];
     snprintf(drivers, sizeof drivers,
@@ -571,9 +571,11 @@ static void model_flops(trainer *t, bora_config *root, size_t params)
 {
     int64_t layers = 0, width = 0;
     const char *wkey, *lkey;
-    bora_model_shape(root, &width, &layers, &wkey, &lkey);
+    bora_model_shape(root, t->model_entry->ops->keys, &width, &layers, &wkey, &lkey);
     t->flops_per_token =
         6.0 * (double)params + 12.0 * (double)layers * (double)width * (double)t->seq_len;
+    printf("model FLOPs: %.4g per token (6N + 12·L·d·T: model.%s %lld, model.%s %lld)\n",
+           t->flops_per_token, lkey, (long long)layers, wkey, (long long)width);
     char cpu[256];
     tr_cpu_model(cpu, sizeof cpu);
     int measured = 0;

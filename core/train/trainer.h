@@ -55,11 +55,12 @@ int bora_mp_parse(const char *mp, bora_mp *out, char *err, size_t cap);
  * "". */
 struct g_graph;
 void bora_size_keys(bora_config *root, const struct g_graph *g, char *buf, size_t cap);
-/* The model's width and layer count from its configuration, under GPT-2's key names
- * (hidden_dim, num_layers) or Hugging Face's (hidden_size, num_hidden_layers); 0 when it has
- * neither. *width_key and *layers_key receive the names found. */
-void bora_model_shape(bora_config *root, int64_t *width, int64_t *layers, const char **width_key,
-                      const char **layers_key);
+/* The model's width and layer count from its configuration, or the defaults its keys (the
+ * model's declared keys, may be NULL) give, under GPT-2's key names (hidden_dim, num_layers) or
+ * Hugging Face's (hidden_size, num_hidden_layers); 0 when it has neither. *width_key and
+ * *layers_key receive the names used. */
+void bora_model_shape(bora_config *root, const bora_key *keys, int64_t *width, int64_t *layers,
+                      const char **width_key, const char **layers_key);
 
 /* `bora eval`: the loss and bits per byte of a checkpoint's model (a step directory, or a run
  * directory for its latest) on cfg's validation set, printed as a line (or JSON). Returns the

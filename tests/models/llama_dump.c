@@ -80,7 +80,8 @@ static int make_model(const bora_registry *reg, const char *dir, int64_t T, int6
                       (long long)window);
     snprintf(text + n, cap - (size_t)n, "%s", open_brace + 1);
     free(json);
-    /* a key given twice: the later wins in bora's YAML, so drop the case's own window keys */
+    /* --window on a case that already sets window keys is refused by the loader (a key given
+     * twice), so it is meant for the Qwen cases */
     r->cfg = bora_cfg_new();
     if (bora_cfg_load_string(r->cfg, path, text, strlen(text))) {
         free(text);

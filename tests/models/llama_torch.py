@@ -18,9 +18,14 @@ Conventions, as Hugging Face's modeling code has them:
   a document's logits equal those of the document alone (self-check (g)).
 - KV cache (decoding): keys and values are kept after RoPE; a sliding-window layer keeps only its
   last sliding_window positions, all a later query can see.
-- Partial rotary (partial_rotary_factor < 1): the first int(head_dim * factor) dims of each head
-  are rotated (rotate-half within them), the rest pass through, as transformers' models with
-  partial rotary do.
+- Rotary embeddings cover the whole head: LlamaForCausalLM and the other three rotate every dim
+  of head_dim (their apply_rotary_pos_emb has no partial path), so a config.json with a
+  partial_rotary_factor other than 1 is refused.
+- Dynamic NTK scaling grows the base past config.max_position_embeddings (transformers'
+  _compute_dynamic_ntk_parameters and dynamic_rope_update read only that; a
+  rope_scaling.original_max_position_embeddings is accepted and has no effect).
+- Qwen2/3's sliding_window is None unless use_sliding_window (Qwen2Config), so without it no
+  layer slides, whatever layer_types says.
 
 Tolerances against bora (which computes in float32): logits 2e-4 absolute; the summed loss 1e-5
 relative; each gradient tensor's largest difference within 2e-3 of its largest magnitude.
@@ -31,7 +36,8 @@ usage: /usr/bin/python3 llama_torch.py DIR...   each DIR holds config.json, mode
                                                 loss_sum, grad.NAME)
        /usr/bin/python3 llama_torch.py --write-case NAME DIR
                                                 writes one of the self-check's configurations
-                                                (llama2, llama3, yarn, mistral, qwen2, qwen3; all:
+                                                (llama2, llama3, yarn, mistral, qwen2, qwen3,
+                                                qwen3_window; all:
                                                 each as DIR/NAME) as such a DIR, outputs computed
                                                 here and stored in f32
        /usr/bin/python3 llama_torch.py --self-check
@@ -116,8 +122,7 @@ def load_config(cfg, where="config.json"):
     kind = cfg.get("model_type")
     if kind not in DEFAULTS:
         raise InputError(f"{where}: model_type {kind!r} is not one of {', '.join(DEFAULTS)}")
-    c = dict(DEFAULTS[kind], tie_word_embeddings=False, partial_rotary_factor=1.0,
-             hidden_act="silu", rope_scaling=None)
+    c = dict(DEFAULTS[kind], tie_word_embeddings=False, hidden_act="silu", rope_scaling=None)
     c.update(cfg)  # null is a value: Mistral's "sliding_window": null means no window
     c["model_type"] = kind
     for k in REQUIRED:
@@ -144,7 +149,9 @@ def load_config(cfg, where="config.json"):
     # (Qwen2Config's layer_types); an explicit layer_types wins.
     L = c["num_hidden_layers"]
     if kind in ("qwen2", "qwen3"):
-        w = c["sliding_window"] if c["use_sliding_window"] else None
+        if not c["use_sliding_window"]:  # Qwen2Config: sliding_window None
+            c["sliding_window"] = None
+        w = c["sliding_window"]
         slide = [w is not None and i >= c["max_window_layers"] for i in range(L)]
     else:
         slide = [c["sliding_window"] is not None] * L
@@ -169,7 +176,11 @@ def load_config(cfg, where="config.json"):
         if not isinstance(rs.get(k), (int, float)) or rs[k] <= 0:
             raise InputError(f"{where}: rope_scaling.{k} must be a positive number for "
                              f"rope_type {c['rope_type']} (got {rs.get(k)!r})")
-    c["rotary_dims"] = int(c["head_dim"] * c["partial_rotary_factor"])
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise InputError(f"{where}: partial_rotary_factor {cfg['partial_rotary_factor']!r}: "
+                         f"{kind}'s modeling code rotates the whole head")
+    c["partial_rotary_factor"] = 1.0
+    c["rotary_dims"] = c["head_dim"]
     least = 4 if c["rope_type"] == "dynamic" else 2  # dynamic divides by dims - 2
     if c["rotary_dims"] < least or c["rotary_dims"] % 2:
         raise InputError(f"{where}: head_dim * partial_rotary_factor is {c['rotary_dims']}; "
@@ -233,8 +244,8 @@ def rope_inv_freq(c, seq_len):
         return default(base), 1.0
     if kind == "linear":  # position interpolation: positions / factor
         return default(base) / factor, 1.0
-    if kind == "dynamic":  # NTK: the base grows once the sequence passes the original length
-        orig = rs.get("original_max_position_embeddings") or c["max_position_embeddings"]
+    if kind == "dynamic":  # NTK: the base grows once the sequence passes the model's context
+        orig = c["max_position_embeddings"]
         n = max(seq_len, orig)
         return default(base * ((factor * n / orig) - (factor - 1)) ** (dim / (dim - 2))), 1.0
     if kind == "llama3":  # long wavelengths / factor, short ones kept, a smooth band between
@@ -424,11 +435,12 @@ def compare(d):
 
 
 # ---- checks of the reference itself --------------------------------------------------------------
-# The six configurations bora is compared on, tiny: Llama 2 (MHA, untied), Llama 3.2-like (GQA,
-# llama3 rope, tied), a yarn Llama (partial rotary, decoupled head_dim, attention and MLP
-# biases), Mistral (a window of 4 in 16 positions), Qwen2 (q/k/v biases, tied; its window check
-# again with use_sliding_window, max_window_layers 0 and a window of 3), Qwen3 (q/k norms,
-# head_dim 16 with hidden 32). Two layers, batch 2, 16 positions, vocabulary 50, seeds fixed.
+# The seven configurations bora is compared on, tiny: Llama 2 (MHA, untied), Llama 3.2-like
+# (GQA, llama3 rope, tied), a yarn Llama (decoupled head_dim, attention and MLP biases), Mistral
+# (a window of 4 in 16 positions), Qwen2 (q/k/v biases, tied; its window check again with
+# use_sliding_window, max_window_layers 0 and a window of 3), Qwen3 (q/k norms, head_dim 16 with
+# hidden 32), and Qwen3 with a window of 3 on its second layer only (multi-query, head_dim 8).
+# Two layers, batch 2, 16 positions, vocabulary 50, seeds fixed.
 BASE = dict(vocab_size=50, num_hidden_layers=2, num_attention_heads=4, hidden_act="silu")
 CONFIGS = {
     "llama2": dict(BASE, model_type="llama", hidden_size=48, intermediate_size=96,
@@ -440,7 +452,7 @@ CONFIGS = {
                                      high_freq_factor=4.0,
                                      original_max_position_embeddings=8192)),
     "yarn": dict(BASE, model_type="llama", hidden_size=32, intermediate_size=64,
-                 num_key_value_heads=2, head_dim=16, partial_rotary_factor=0.5,
+                 num_key_value_heads=2, head_dim=16,
                  attention_bias=True, mlp_bias=True, max_position_embeddings=16384,
                  rope_scaling=dict(rope_type="yarn", factor=4.0,
                                    original_max_position_embeddings=4096)),
@@ -450,6 +462,9 @@ CONFIGS = {
                   num_key_value_heads=2, rope_theta=1e6, tie_word_embeddings=True),
     "qwen3": dict(BASE, model_type="qwen3", hidden_size=32, intermediate_size=64,
                   num_key_value_heads=2, head_dim=16, rope_theta=1e6, tie_word_embeddings=True),
+    "qwen3_window": dict(BASE, model_type="qwen3", hidden_size=32, intermediate_size=64,
+                         num_key_value_heads=1, head_dim=8, use_sliding_window=True,
+                         sliding_window=3, max_window_layers=1),
 }
 B, T = 2, 16
 
@@ -544,6 +559,8 @@ def reference_rope(c, seq_len):
     import rope_reference
     rs = c["rope"]
     orig = rs.get("original_max_position_embeddings") or c["max_position_embeddings"]
+    if c["rope_type"] == "dynamic":
+        orig = c["max_position_embeddings"]
     spec = dict(rope_type=c["rope_type"], rope_theta=c["rope_theta"], head_dim=c["head_dim"],
                 partial_rotary_factor=c["partial_rotary_factor"], factor=rs.get("factor", 1.0),
                 original_max_position_embeddings=orig, seq_len=seq_len,

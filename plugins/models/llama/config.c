@@ -42,7 +42,6 @@ const char *const llama_kind_name[LLAMA_KINDS] = {"llama", "mistral", "qwen2", "
 #define D_TIE "the LM head is the token embedding (no lm_head.weight)"
 #define D_THETA "RoPE's base"
 #define D_SCALING "RoPE scaling: {rope_type: linear|dynamic|llama3|yarn, factor, ...} or null"
-#define D_PARTIAL "share of head_dim that RoPE rotates (the rest passes through)"
 #define D_ACT "MLP activation (silu: SwiGLU)"
 #define D_CKPT "recompute each layer in the backward pass instead of keeping its activations"
 #define D_WINDOW_Q "the window's size on the layers that slide"
@@ -60,7 +59,6 @@ const char *const llama_kind_name[LLAMA_KINDS] = {"llama", "mistral", "qwen2", "
         K_FLOAT("initializer_range", "0.02", D_INIT), K_FLOAT("rms_norm_eps", "1e-6", D_EPS),     \
         K_BOOL("tie_word_embeddings", "false", D_TIE), K_FLOAT("rope_theta", "10000.0", D_THETA), \
         {"rope_scaling", BORA_KEY_MAP, 0, "null", D_SCALING},                                     \
-        K_FLOAT("partial_rotary_factor", "1.0", D_PARTIAL),                                       \
         K_FLOAT("attention_dropout", "0.0", "attention dropout (only 0 is supported)"),           \
         K_BOOL("gradient_checkpointing", "false", D_CKPT)
 
@@ -196,16 +194,23 @@ static bora_status read_rope(const bora_host *h, const bora_config *cfg, llama *
              {"mscale", &s->mscale, 0},
              {"mscale_all_dim", &s->mscale_all_dim, 0},
              {"attention_factor", &s->attention_factor, 0}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if ((st = h->config_float(h, rs, f[i].key, f[i].def, f[i].out)) != BORA_OK)
             return st;
+        if (!isfinite(*f[i].out) || *f[i].out < 0)
+            return h->fail(h, BORA_ERR_CONFIG,
+                           "model.rope_scaling.%s: %g is not a finite number of 0 or more",
+                           f[i].key, *f[i].out);
+    }
     if ((st = h->config_int(h, rs, "original_max_position_embeddings", 0, &orig)) != BORA_OK ||
         (st = h->config_bool(h, rs, "truncate", 1, &truncate)) != BORA_OK)
         return st;
     s->truncate = truncate;
     /* transformers' fallbacks: the original context is the model's, and yarn without a factor
-     * scales by the ratio of the two */
-    if (!orig && (kind == BORA_ROPE_DYNAMIC || kind == BORA_ROPE_YARN))
+     * scales by the ratio of the two. Dynamic NTK grows the base past max_position_embeddings
+     * only (_compute_dynamic_ntk_parameters and dynamic_rope_update read nothing else; an
+     * original_max_position_embeddings in rope_scaling is accepted and has no effect). */
+    if (kind == BORA_ROPE_DYNAMIC || (!orig && kind == BORA_ROPE_YARN))
         orig = m->max_position_embeddings;
     s->original_max_position_embeddings = orig;
     if (kind == BORA_ROPE_YARN && !h->config_child(h, rs, "factor"))
@@ -261,8 +266,12 @@ static bora_status read_window(const bora_host *h, const bora_config *cfg, llama
         ((st = h->config_bool(h, cfg, "use_sliding_window", 0, &use)) != BORA_OK ||
          (st = h->config_int(h, cfg, "max_window_layers", 28, &first)) != BORA_OK))
         return st;
+    /* Qwen2Config: sliding_window is None unless use_sliding_window, so without it no layer
+     * slides, whatever layer_types says */
+    if (!use)
+        m->sliding_window = 0;
     for (int64_t l = 0; l < L; l++)
-        m->slides[l] = use && m->sliding_window > 0 && l >= first;
+        m->slides[l] = m->sliding_window > 0 && l >= first;
     size_t n = 0;
     if (m->kind != MISTRAL && (st = h->config_list_len(h, cfg, "layer_types", &n)) != BORA_OK)
         return st;
@@ -280,12 +289,7 @@ static bora_status read_window(const bora_host *h, const bora_config *cfg, llama
                            "model.layer_types[%zu]: '%s' is not full_attention or "
                            "sliding_attention",
                            i, t);
-        m->slides[i] = !strcmp(t, "sliding_attention");
-        if (m->slides[i] && !m->sliding_window)
-            return h->fail(h, BORA_ERR_CONFIG,
-                           "model.layer_types[%zu] is sliding_attention but sliding_window is "
-                           "null",
-                           i);
+        m->slides[i] = m->sliding_window > 0 && !strcmp(t, "sliding_attention");
     }
     int any = 0;
     for (int64_t l = 0; l < L; l++)
@@ -317,6 +321,10 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, llama
     }
     if (st != BORA_OK)
         return st;
+    /* the ring caches compute their row in f32, exact below 2^23 positions */
+    if (m->seq_len > ((int64_t)1 << 23))
+        return h->fail(h, BORA_ERR_CONFIG, "model.seq_len: %lld is more than 8388608",
+                       (long long)m->seq_len);
     if (m->num_hidden_layers > LLAMA_MAX_LAYERS)
         return h->fail(h, BORA_ERR_CONFIG, "model.num_hidden_layers: %lld is more than %d",
                        (long long)m->num_hidden_layers, LLAMA_MAX_LAYERS);
@@ -369,7 +377,6 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, llama
     if ((st = h->config_float(h, cfg, "initializer_range", 0.02, &m->initializer_range)) ||
         (st = h->config_float(h, cfg, "rms_norm_eps", table_float(kind, "rms_norm_eps"),
                               &m->rms_norm_eps)) ||
-        (st = h->config_float(h, cfg, "partial_rotary_factor", 1.0, &m->partial_rotary_factor)) ||
         (st = h->config_float(h, cfg, "attention_dropout", 0.0, &dropout)) ||
         (st = h->config_bool(h, cfg, "tie_word_embeddings", 0, &m->tie_word_embeddings)) ||
         (st = h->config_bool(h, cfg, "gradient_checkpointing", 0, &m->gradient_checkpointing)))
@@ -387,10 +394,6 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, llama
         return h->fail(h, BORA_ERR_CONFIG,
                        "model.attention_dropout: %g; bora trains without dropout (give 0)",
                        dropout);
-    if (!(m->partial_rotary_factor > 0 && m->partial_rotary_factor <= 1))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.partial_rotary_factor: %g must be above 0 and at most 1",
-                       m->partial_rotary_factor);
     /* biases: Llama's two keys; Qwen2 has q/k/v biases always; Qwen3 attention_bias */
     int attention_bias = 0, mlp_bias = 0;
     if (has_key(kind, "attention_bias") &&
@@ -404,16 +407,14 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, llama
     m->qk_norm = kind == QWEN3;
     if ((st = read_rope(h, cfg, m)) != BORA_OK)
         return st;
-    /* transformers: int(head_dim * partial_rotary_factor) */
-    m->rope.rotary_dims = (int64_t)((double)m->head_dim * m->partial_rotary_factor);
+    /* the four rotate the whole head (their apply_rotary_pos_emb has no partial path) */
+    m->rope.rotary_dims = m->head_dim;
     int64_t least = m->rope.kind == BORA_ROPE_DYNAMIC ? 4 : 2;
     if (m->rope.rotary_dims < least || m->rope.rotary_dims % 2)
         return h->fail(h, BORA_ERR_CONFIG,
-                       "model: head_dim x partial_rotary_factor is %lld; RoPE needs an even "
-                       "number of rotary dims, at least %lld",
+                       "model.head_dim: %lld; RoPE rotates pairs of dims: give an even head_dim, "
+                       "at least %lld",
                        (long long)m->rope.rotary_dims, (long long)least);
-    if (m->rope.kind == BORA_ROPE_DYNAMIC && !m->rope.original_max_position_embeddings)
-        m->rope.original_max_position_embeddings = m->max_position_embeddings;
     return read_window(h, cfg, m);
 }
 
@@ -453,7 +454,6 @@ void llama_destroy(bora_model *model)
 typedef struct jbuf {
     char *p;
     size_t cap, len;
-    int over;
 } jbuf;
 
 static void put(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -461,10 +461,9 @@ static void put(jbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, b->len < b->cap ? b->cap - b->len : 0, fmt, ap);
+    int room = b->p && b->len < b->cap;
+    int n = vsnprintf(room ? b->p + b->len : NULL, room ? b->cap - b->len : 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || b->len + (size_t)n >= b->cap)
-        b->over = 1;
     b->len += n > 0 ? (size_t)n : 0;
 }
 
@@ -503,7 +502,7 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
     const llama *m = (const llama *)model;
     static const char *const arch[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                        "Qwen3ForCausalLM"};
-    jbuf b = {buf, cap, 0, 0};
+    jbuf b = {buf, cap, 0};
     put(&b,
         "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"vocab_size\": %lld, "
         "\"hidden_size\": %lld, \"intermediate_size\": %lld, \"num_hidden_layers\": %lld, "
@@ -517,8 +516,6 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
         (long long)m->head_dim, (long long)m->max_position_embeddings, m->initializer_range,
         m->rms_norm_eps, m->tie_word_embeddings ? "true" : "false", m->rope.theta);
     put_rope(&b, m);
-    if (m->partial_rotary_factor != 1)
-        put(&b, ", \"partial_rotary_factor\": %.17g", m->partial_rotary_factor);
     put(&b, ", \"attention_dropout\": 0.0");
     if (m->kind == LLAMA || m->kind == QWEN3)
         put(&b, ", \"attention_bias\": %s", m->o_bias ? "true" : "false");
@@ -540,11 +537,15 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
         for (int64_t l = 0; l < m->num_hidden_layers; l++)
             put(&b, "%s\"%s\"", l ? ", " : "",
                 m->slides[l] ? "sliding_attention" : "full_attention");
-        put(&b, "], \"max_window_layers\": %lld", (long long)m->num_hidden_layers);
+        /* the first sliding layer, for readers that predate layer_types (all of them from
+         * there on slide, as the keys that made them say) */
+        int64_t first = m->num_hidden_layers;
+        while (first > 0 && m->slides[first - 1])
+            first--;
+        put(&b, "], \"max_window_layers\": %lld", (long long)first);
     }
     put(&b, "}");
-    if (b.over)
-        return m->h->fail(m->h, BORA_ERR_INTERNAL, "config.json needs more than %zu bytes", cap);
+    /* with cap too small, *len is the size needed (sdk/bora/model.h) */
     *len = b.len;
     return BORA_OK;
 }

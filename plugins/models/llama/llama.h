@@ -22,7 +22,7 @@ typedef struct llama {
     int64_t num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
     /* bora's own: positions per training window (and in the KV cache) */
     int64_t seq_len;
-    double initializer_range, rms_norm_eps, partial_rotary_factor;
+    double initializer_range, rms_norm_eps;
     int tie_word_embeddings;
     /* biases: q/k/v projections, the attention output projection, the MLP's three */
     int qkv_bias, o_bias, mlp_bias;
