@@ -6,7 +6,7 @@
  * AdamW at 6e-3 with 30 steps of warmup, cosine. About 15 minutes on two cores (3,000 tokens/s).
  *
  * With MODEL (a YAML flow mapping, its seq_len 64), BATCH and STEPS the same check trains that
- * model instead: the Llama family's is a 2-layer Llama (hidden 128, GQA, tied head) with Llama
+ * model instead: the Llama family's is a 4-layer Llama (hidden 128, GQA, tied head) with Llama
  * 3's tokenizer (128,256 tokens), the same batches and steps.
  *
  * usage: test_e2e PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MODEL BATCH STEPS] */
