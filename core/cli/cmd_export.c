@@ -175,20 +175,28 @@ int bora_cmd_export(const bora_cli *cli)
         bora_log(BORA_LOG_ERROR, "export: model %s: %s", me->ops->name, bora_error_get());
         goto out;
     }
-    size_t len = 0;
-    if (g_store_materialize(store) != BORA_OK || bora_ckpt_load_model(store, dir) != BORA_OK ||
-        mops->hf_config(model, NULL, 0, &len) != BORA_OK) {
+    if (g_store_materialize(store) != BORA_OK || bora_ckpt_load_model(store, dir) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "export: %s", bora_error_get());
         goto out;
     }
-    hf_config = malloc(len + 1);
+    /* config.json into a buffer grown until it fits: a plugin may refuse a buffer too small
+     * rather than give the size it needs */
+    bora_status st = BORA_ERR_INTERNAL;
+    for (size_t cap = 1 << 14, len = 0; st != BORA_OK && cap <= (1u << 26); cap *= 2) {
+        free(hf_config);
+        if (!(hf_config = malloc(cap)))
+            break;
+        st = mops->hf_config(model, hf_config, cap, &len);
+        if (st == BORA_OK && len >= cap)
+            st = BORA_ERR_INTERNAL;
+    }
     block = malloc(store->param_bytes ? store->param_bytes : 1);
     tensors = calloc(store->n_slots ? store->n_slots : 1, sizeof *tensors);
     if (!hf_config || !block || !tensors) {
         bora_log(BORA_LOG_ERROR, "export: out of memory");
         goto out;
     }
-    if (mops->hf_config(model, hf_config, len + 1, &len) != BORA_OK ||
+    if (st != BORA_OK ||
         bops->copy_out(be, block, store->params, 0, store->param_bytes) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "export: %s", bora_error_get());
         goto out;

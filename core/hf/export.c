@@ -425,7 +425,8 @@ static void find_special(const bora_tokenizer *tok, tok_ids *ids)
 
 /* tokenizer_config.json and special_tokens_map.json where the tokenizer has none of its own. */
 static bora_status write_tokenizer_config(const char *dir, const char *cls, const tok_ids *ids,
-                                          int64_t max_len, int gpt2_pair)
+                                          int64_t max_len, int gpt2_pair, int want_config,
+                                          int want_map)
 {
     json_object *cfg = json_object_new_object(), *map = json_object_new_object();
     json_object_object_add(cfg, "tokenizer_class", json_object_new_string(cls));
@@ -442,8 +443,8 @@ static bora_status write_tokenizer_config(const char *dir, const char *cls, cons
     if (max_len > 0)
         json_object_object_add(cfg, "model_max_length", json_object_new_int64(max_len));
     json_object_object_add(cfg, "clean_up_tokenization_spaces", json_object_new_boolean(0));
-    bora_status st = write_json(dir, "tokenizer_config.json", cfg);
-    if (st == BORA_OK)
+    bora_status st = want_config ? write_json(dir, "tokenizer_config.json", cfg) : BORA_OK;
+    if (st == BORA_OK && want_map)
         st = write_json(dir, "special_tokens_map.json", map);
     json_object_put(cfg);
     json_object_put(map);
@@ -495,18 +496,20 @@ static bora_status write_tokenizer(const char *path, const char *dir, int64_t ma
         if (st == BORA_OK)
             st = copy_file(b, dir, "merges.txt");
         if (st == BORA_OK)
-            st = write_tokenizer_config(dir, "GPT2Tokenizer", ids, max_len, 1);
+            st = write_tokenizer_config(dir, "GPT2Tokenizer", ids, max_len, 1, 1, 1);
         return st;
     }
     st = copy_file(json, dir, "tokenizer.json");
-    int own_config = st == BORA_OK && is_file(from_dir, "tokenizer_config.json", side, sizeof side);
-    if (own_config) {
+    /* the tokenizer's own side files where it has them, else ones written from what it holds */
+    int own_config = is_file(from_dir, "tokenizer_config.json", side, sizeof side);
+    if (st == BORA_OK && own_config)
         st = copy_file(side, dir, "tokenizer_config.json");
-        if (st == BORA_OK && is_file(from_dir, "special_tokens_map.json", side, sizeof side))
-            st = copy_file(side, dir, "special_tokens_map.json");
-    } else if (st == BORA_OK) {
-        st = write_tokenizer_config(dir, "PreTrainedTokenizerFast", ids, max_len, 0);
-    }
+    int own_map = is_file(from_dir, "special_tokens_map.json", side, sizeof side);
+    if (st == BORA_OK && own_map)
+        st = copy_file(side, dir, "special_tokens_map.json");
+    if (st == BORA_OK && (!own_config || !own_map))
+        st = write_tokenizer_config(dir, "PreTrainedTokenizerFast", ids, max_len, 0, !own_config,
+                                    !own_map);
     return st;
 }
 
