@@ -62,8 +62,31 @@ static const command commands[] = {
      "whole window of the last seq_len tokens again. --no-cache runs the whole window for every\n"
      "token: the same\n"
      "tokens, slower; a check of the cache.\n"},
-    {"export", NULL, "write a checkpoint as a Hugging Face folder",
-     "bora export --checkpoint DIR --out DIR\n"},
+    {"export", bora_cmd_export, "write a checkpoint as a Hugging Face folder",
+     "bora export --checkpoint DIR --out HF_DIR [--dtype f32|bf16|f16]\n"
+     "              [--max-shard-size SIZE] [--tokenizer PATH] [--force]\n"
+     "\n"
+     "Writes the model of a checkpoint (a step-N directory, or a run directory for its latest)\n"
+     "as the folder Hugging Face's from_pretrained reads: config.json (the model's, with\n"
+     "torch_dtype and the tokenizer's bos/eos ids), generation_config.json, model.safetensors\n"
+     "(tied weights once, as transformers writes them) and the tokenizer's files. The weights\n"
+     "are checked as every load checks them (digests, finite values) before anything is written.\n"
+     "\n"
+     "  --dtype             f32 (the default: the checkpoint's values exactly), bf16 or f16,\n"
+     "                      rounded to nearest, ties to even; a value beyond f16's range\n"
+     "                      (65504) is refused, naming the tensor, rather than written as inf\n"
+     "  --max-shard-size    above it, shards model-00001-of-0000N.safetensors and\n"
+     "                      model.safetensors.index.json; bytes, or KB/MB/GB (powers of 1000)\n"
+     "                      or KiB/MiB/GiB (of 1024): 5GB (the default, as transformers), 2MiB\n"
+     "  --tokenizer PATH    the tokenizer to write (else the run's data.tokenizer): "
+     "tokenizer.json\n"
+     "                      with tokenizer_config.json and special_tokens_map.json, or GPT-2's\n"
+     "                      encoder.json + vocab.bpe as vocab.json + merges.txt; where the run's\n"
+     "                      cannot be read, the folder is written without, and a warning says so\n"
+     "  --force             replace an existing HF_DIR that is not empty\n"
+     "\n"
+     "The folder is written beside HF_DIR under a hidden name and renamed into place at the end:\n"
+     "a failed export leaves nothing.\n"},
     {"import", NULL, "read a Hugging Face folder into a checkpoint",
      "bora import --hf DIR --out DIR\n"},
     {"cache", bora_cmd_cache, "build the tokenized data cache of a configuration",
