@@ -64,8 +64,19 @@ static const command commands[] = {
      "tokens, slower; a check of the cache.\n"},
     {"export", NULL, "write a checkpoint as a Hugging Face folder",
      "bora export --checkpoint DIR --out DIR\n"},
-    {"import", NULL, "read a Hugging Face folder into a checkpoint",
-     "bora import --hf DIR --out DIR\n"},
+    {"import", bora_cmd_import, "read a Hugging Face folder into a checkpoint",
+     "bora import HF_DIR --out CKPT_DIR\n"
+     "\n"
+     "Reads a Hugging Face model folder (config.json, and model.safetensors or the shards\n"
+     "model.safetensors.index.json lists; F32, BF16 or F16) and writes a checkpoint directory\n"
+     "that bora eval --checkpoint, bora generate --checkpoint and trainer.load_checkpoint take:\n"
+     "model.safetensors in f32 and a trainer.json holding the model section config.json maps\n"
+     "to (config.json's model_type is the model's type) and data.tokenizer naming the folder\n"
+     "when it holds a tokenizer.json. A config.json key the model does not read (such as\n"
+     "quantization_config), a missing, extra or misshapen tensor, and a damaged shard are\n"
+     "refused by name. CKPT_DIR must not exist; it appears only once complete.\n"
+     "bora eval --hf, bora generate --hf and trainer.initialize_from_hf read a folder\n"
+     "directly.\n"},
     {"cache", bora_cmd_cache, "build the tokenized data cache of a configuration",
      "bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]\n"
      "\n"
