@@ -134,6 +134,11 @@ t = json.load(open('model.safetensors.index.json'))
 t['weight_map']['lm_head.bias'] = 'model-00001-of-00003.safetensors'
 json.dump(t, open('model.safetensors.index.json', 'w'))"
 bad extra "lists tensor 'lm_head.bias', which is no parameter of model llama"
+edit gpt2 inner "c['n_inner'] = 128"
+out=$(B import inner --out inner.ckpt 2>&1) || fail "n_inner 128 (4 x n_embd) refused: $out"
+grep -q '"mlp_scale":4' inner.ckpt/trainer.json || fail "n_inner 128 is not mlp_scale 4"
+edit gpt2 inner100 "c['n_inner'] = 100"
+bad inner100 "inner100/config.json: n_inner is 100, not a whole multiple of n_embd (32)"
 edit llama fixture "c['model_type'] = 'fixture'"
 out=$("$bora" --plugin-dir "$fixtures" --plugin-dir "$plugins" import fixture --out fixture.ckpt 2>&1) &&
     fail "a model without hf_keys imported"
