@@ -11,7 +11,10 @@ tokens [wT, (w+1)T), attention inside a document, nothing predicted after an end
 compared with `bora eval --json` output (relative 1e-5).
 
 usage: /usr/bin/python3 hf_torch.py write gpt2|llama|qwen3 DIR TOKENIZER [--shards N] [--f16]
-       /usr/bin/python3 hf_torch.py eval DIR VALIDATION.jsonl SEQ_LEN BORA_JSON"""
+       /usr/bin/python3 hf_torch.py write-tests DIR TOKENIZER
+                        DIR/gpt2 and DIR/llama in three bf16 shards, DIR/qwen3 as one f16 file
+       /usr/bin/python3 hf_torch.py eval DIR VALIDATION.jsonl SEQ_LEN BORA_JSON [DIR ...]"""
+import os
 import json
 import struct
 import sys
@@ -174,7 +177,13 @@ if __name__ == "__main__":
     if len(a) >= 4 and a[0] == "write":
         shards = int(a[a.index("--shards") + 1]) if "--shards" in a else 3
         sys.exit(write(a[1], a[2], a[3], shards, torch.float16 if "--f16" in a else torch.bfloat16))
-    if len(a) == 5 and a[0] == "eval":
-        sys.exit(evaluate(a[1], a[2], int(a[3]), a[4]))
+    if len(a) == 3 and a[0] == "write-tests":
+        for kind in ("gpt2", "llama", "qwen3"):
+            os.makedirs(f"{a[1]}/{kind}")
+            q = kind == "qwen3"
+            write(kind, f"{a[1]}/{kind}", a[2], 1 if q else 3, torch.float16 if q else torch.bfloat16)
+        sys.exit(0)
+    if len(a) >= 5 and (len(a) - 1) % 4 == 0 and a[0] == "eval":
+        sys.exit(max(evaluate(a[i], a[i + 1], int(a[i + 2]), a[i + 3]) for i in range(1, len(a), 4)))
     print("usage: " + __doc__.split("usage: ")[1])
     sys.exit(2)

@@ -28,10 +28,9 @@ words = 'the of and to in a is that for it as was with be by on not he this are 
 for i in range(24):
     print(json.dumps({'text': ' '.join(r.choice(words) for _ in range(12 + i % 7))}))" > val.jsonl
 
+hf write-tests . "$tok" || fail "hf_torch.py write-tests"
+refs=""
 for kind in gpt2 llama qwen3; do
-    mkdir "$kind"
-    case $kind in qwen3) hf write $kind $kind "$tok" --shards 1 --f16 ;; *) hf write $kind $kind "$tok" ;; esac ||
-        fail "hf_torch.py write $kind"
     case $kind in gpt2) T=32 model="" ;; *) T=16 model="model: {seq_len: 16}" ;; esac
     cat > $kind.yaml <<YAML
 $model
@@ -58,9 +57,9 @@ YAML
         [ ! -e $kind.ckpt/optimizer.safetensors ] || fail "$kind.ckpt: $(ls $kind.ckpt)"
     [ "$kind" = gpt2 ] && has "$out" "note: gpt2/config.json: attn_pdrop is 0.1: bora trains GPT-2 without dropout"
     # 2. eval --hf against the float64 reference over every window, and against the import
-    B eval $kind.yaml --hf $kind --json --trainer.max_eval_batches=-1 > all.json 2> err.txt ||
+    B eval $kind.yaml --hf $kind --json --trainer.max_eval_batches=-1 > $kind.all.json 2> err.txt ||
         fail "eval --hf $kind: $(cat err.txt)"
-    hf eval $kind val.jsonl $T all.json || fail "$kind: bora eval --hf differs from PyTorch"
+    refs="$refs $kind val.jsonl $T $kind.all.json"
     B eval $kind.yaml --hf $kind --json > a.json 2> err.txt || fail "eval --hf: $(cat err.txt)"
     B eval $kind.yaml --checkpoint $kind.ckpt --json > b.json 2> err.txt ||
         fail "eval --checkpoint: $(cat err.txt)"
@@ -86,6 +85,9 @@ for l in open('$kind.jsonl'):
     "$py" -c "import sys; a, b = float('$first'), float('$want'); sys.exit(abs(a - b) > 1e-6 * abs(b))" ||
         fail "$kind: step 1 loss $first, eval --hf $want"
 done
+
+# shellcheck disable=SC2086
+hf eval $refs || fail "bora eval --hf differs from PyTorch"
 
 # 5. a model: key that disagrees with config.json is refused by name
 out=$(B eval llama.yaml --hf llama --json --model.hidden_size=64 2>&1) && fail "hidden_size 64 accepted"
