@@ -168,8 +168,9 @@ static int parse_opts(const bora_cli *cli, gen_opts *o)
 #undef NUMBER
     }
     if (!o->checkpoint == !o->hf || !o->prompt) {
-        bora_log(BORA_LOG_ERROR, "generate: give --checkpoint DIR (or --hf DIR, a Hugging Face "
-                                 "folder) and --prompt TEXT");
+        bora_log(BORA_LOG_ERROR,
+                 "generate: give --checkpoint DIR and --prompt TEXT (--hf DIR, a Hugging Face "
+                 "folder, in place of --checkpoint)");
         return 2;
     }
     return 0;
