@@ -7,9 +7,9 @@
 # --checkpoint` of the import; `bora generate --hf` the same tokens as the import; a run with
 # trainer.initialize_from_hf has the eval's loss at its first step (the same batch). Bad
 # folders are refused naming the file, key or tensor, with nothing left at --out.
-# usage: test_import.sh BORA PLUGIN_DIR TOKENIZER WORK_DIR HF_TORCH_PY MODELS_DIR FIXTURE_PLUGINS
+# usage: test_import.sh BORA PLUGIN_DIR TOKENIZER WORK_DIR HF_TORCH_PY MODELS_DIR OLD_ABI_PLUGINS
 set -u
-bora=$1 plugins=$2 tok=$3 work=$4 ref=$5 models=$6 fixtures=$7
+bora=$1 plugins=$2 tok=$3 work=$4 ref=$5 models=$6 old_abi=$7
 py=/usr/bin/python3
 "$py" -c 'import numpy, torch' 2>/dev/null || { echo "skipped: no python3-torch"; exit 77; }
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
@@ -141,11 +141,16 @@ out=$(B import inner --out inner.ckpt 2>&1) || fail "n_inner 128 (4 x n_embd) re
 grep -q '"mlp_scale":4' inner.ckpt/trainer.json || fail "n_inner 128 is not mlp_scale 4"
 edit gpt2 inner100 "c['n_inner'] = 100"
 bad inner100 "inner100/config.json: n_inner is 100, not a whole multiple of n_embd (32)"
-edit llama fixture "c['model_type'] = 'fixture'"
-out=$("$bora" --plugin-dir "$fixtures" --plugin-dir "$plugins" import fixture --out fixture.ckpt 2>&1) &&
+# a model plugin built for ABI 1.9 loads, and import refuses it for having no table
+edit llama old "c['model_type'] = 'oldabi'"
+out=$("$bora" --plugin-dir "$old_abi" --plugin-dir "$plugins" plugins model oldabi 2>&1) ||
+    fail "the ABI 1.9 model plugin does not load: $out"
+has "$out" "1.9"
+out=$("$bora" --plugin-dir "$old_abi" --plugin-dir "$plugins" import old --out old.ckpt 2>&1) &&
     fail "a model without hf_keys imported"
-has "$out" "model fixture (plugin"
+has "$out" "model oldabi (plugin"
 has "$out" "declares no config.json keys (bora_model_ops.hf_keys, plugin ABI 1.10)"
+[ -e old.ckpt ] && fail "old: --out was made"
 out=$(B import llama --out llama.ckpt 2>&1) && fail "import over an existing directory"
 has "$out" "llama.ckpt exists"
 
