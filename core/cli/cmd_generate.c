@@ -1,5 +1,7 @@
 /* core/cli/cmd_generate.c — `bora generate --checkpoint DIR --prompt TEXT [...]`: text sampled
- * from a checkpoint's model. The configuration comes from the checkpoint's trainer.json.
+ * from a checkpoint's model. The configuration comes from the checkpoint's trainer.json (with
+ * --hf DIR instead, from a Hugging Face folder's config.json, and the weights from its
+ * safetensors).
  *
  * With the model's KV cache (its prefill and decode graphs): the prompt runs once as a whole
  * window from position 0, filling the cache, and each new token then costs one position (decode
@@ -15,6 +17,7 @@
 #include "../data/loader.h"
 #include "../data/tokenizer.h"
 #include "../graph/graph.h"
+#include "../hf/import.h"
 #include "../train/inputs.h"
 #include "../util/log.h"
 #include "../util/str.h"
@@ -27,7 +30,7 @@
 #include <string.h>
 
 typedef struct gen_opts {
-    const char *checkpoint, *prompt, *tokenizer;
+    const char *checkpoint, *hf, *prompt, *tokenizer;
     int64_t max_tokens, top_k, seed;
     double temperature, top_p;
     int print_ids, no_cache;
@@ -109,7 +112,7 @@ static int32_t sample(const float *logits, int64_t vocab, const gen_opts *o, uin
 
 static int parse_opts(const bora_cli *cli, gen_opts *o)
 {
-    *o = (gen_opts){NULL, NULL, NULL, 64, 40, 0, 0.8, 1.0, 0, 0};
+    *o = (gen_opts){NULL, NULL, NULL, NULL, 64, 40, 0, 0.8, 1.0, 0, 0};
     for (int i = 0; i < cli->argc; i++) {
         const char *a = cli->argv[i], *v = i + 1 < cli->argc ? cli->argv[i + 1] : NULL;
         char *end = NULL;
@@ -134,6 +137,9 @@ static int parse_opts(const bora_cli *cli, gen_opts *o)
         if (!strcmp(a, "--checkpoint")) {
             VALUE();
             o->checkpoint = v;
+        } else if (!strcmp(a, "--hf")) {
+            VALUE();
+            o->hf = v;
         } else if (!strcmp(a, "--prompt")) {
             VALUE();
             o->prompt = v;
@@ -161,8 +167,10 @@ static int parse_opts(const bora_cli *cli, gen_opts *o)
 #undef VALUE
 #undef NUMBER
     }
-    if (!o->checkpoint || !o->prompt) {
-        bora_log(BORA_LOG_ERROR, "generate: give --checkpoint DIR and --prompt TEXT");
+    if (!o->checkpoint == !o->hf || !o->prompt) {
+        bora_log(BORA_LOG_ERROR,
+                 "generate: give --checkpoint DIR and --prompt TEXT (--hf DIR, a Hugging Face "
+                 "folder, in place of --checkpoint)");
         return 2;
     }
     return 0;
@@ -286,7 +294,11 @@ int bora_cmd_generate(const bora_cli *cli)
     int32_t *window = NULL, *segs = NULL;
     if (!reg || !cfg)
         goto out;
-    if (load_config(o.checkpoint, cfg) != BORA_OK) {
+    if (o.hf && bora_hf_apply_config(cfg, reg, o.hf) != BORA_OK) {
+        bora_cfg_print_errors(cfg, stderr);
+        goto out;
+    }
+    if (!o.hf && load_config(o.checkpoint, cfg) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "generate: %s", bora_error_get());
         goto out;
     }
@@ -346,7 +358,8 @@ int bora_cmd_generate(const bora_cli *cli)
         goto out;
     }
     if (g_store_materialize(store) != BORA_OK ||
-        bora_ckpt_load_model(store, o.checkpoint) != BORA_OK ||
+        (o.hf ? bora_hf_load_weights(store, o.hf, me->ops->name, 1)
+              : bora_ckpt_load_model(store, o.checkpoint)) != BORA_OK ||
         (cached ? logits_layout(&prefill, me->ops->name) != BORA_OK ||
                       logits_layout(&decode, me->ops->name) != BORA_OK
                 : logits_layout(&eval, me->ops->name) != BORA_OK)) {

@@ -1,5 +1,5 @@
 /* core/cli/cmd_train.c — `bora train CONFIG.yaml [--force] [overrides]`,
- * `bora eval CONFIG.yaml --checkpoint DIR [--json] [overrides]` and
+ * `bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [overrides]` and
  * `bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]`. */
 #include "../train/trainer.h"
 #include "../util/log.h"
@@ -10,7 +10,8 @@
 
 /* Each command's own options, for the suggestion when one is mistyped. */
 static const char *const train_options[] = {"--force", BORA_CLI_GLOBAL_OPTIONS, NULL};
-static const char *const eval_options[] = {"--checkpoint", "--json", BORA_CLI_GLOBAL_OPTIONS, NULL};
+static const char *const eval_options[] = {"--checkpoint", "--hf", "--json",
+                                           BORA_CLI_GLOBAL_OPTIONS, NULL};
 static const char *const cache_options[] = {"--workers", "--rebuild", BORA_CLI_GLOBAL_OPTIONS,
                                             NULL};
 
@@ -41,14 +42,15 @@ static int run_train(bora_cfg *cfg, bora_registry *reg, void *opts)
 }
 
 typedef struct eval_args {
-    const char *checkpoint;
+    const char *checkpoint, *hf;
     int json;
 } eval_args;
 
 static int run_eval(bora_cfg *cfg, bora_registry *reg, void *ctx)
 {
     const eval_args *e = ctx;
-    return bora_evaluate(cfg, reg, e->checkpoint, e->json);
+    return e->hf ? bora_evaluate_hf(cfg, reg, e->hf, e->json)
+                 : bora_evaluate(cfg, reg, e->checkpoint, e->json);
 }
 
 int bora_cmd_train(const bora_cli *cli)
@@ -75,7 +77,7 @@ int bora_cmd_train(const bora_cli *cli)
 
 int bora_cmd_eval(const bora_cli *cli)
 {
-    const char *checkpoint = NULL;
+    const char *checkpoint = NULL, *hf = NULL;
     int json = 0, n = 0, rc = 1;
     char **args = calloc((size_t)cli->argc + 1, sizeof *args);
     if (!args)
@@ -89,18 +91,25 @@ int bora_cmd_eval(const bora_cli *cli)
                 free(args);
                 return 2;
             }
+        } else if (!strcmp(a, "--hf") || !strncmp(a, "--hf=", 5)) {
+            hf = a[4] == '=' ? a + 5 : (i + 1 < cli->argc ? cli->argv[++i] : NULL);
+            if (!hf || !*hf) {
+                bora_log(BORA_LOG_ERROR, "eval: --hf needs a Hugging Face folder");
+                free(args);
+                return 2;
+            }
         } else if (!strcmp(a, "--json"))
             json = 1;
         else
             args[n++] = cli->argv[i];
     }
-    if (n < 1 || !checkpoint) {
-        bora_log(BORA_LOG_ERROR, "eval: give a configuration and a checkpoint (bora eval "
-                                 "run.yaml --checkpoint DIR)");
+    if (n < 1 || !checkpoint == !hf) {
+        bora_log(BORA_LOG_ERROR, "eval: give a configuration and a checkpoint or a Hugging Face "
+                                 "folder (bora eval run.yaml --checkpoint DIR, or --hf DIR)");
         free(args);
         return 2;
     }
-    eval_args e = {checkpoint, json};
+    eval_args e = {checkpoint, hf, json};
     rc = with_config(cli, n, args, eval_options, run_eval, &e);
     free(args);
     return rc;

@@ -35,21 +35,25 @@ static const command commands[] = {
      "            its checks (digests, finite values, step), resume from the newest earlier\n"
      "            one that passes (each newer one is kept aside as step-N.damaged)\n"},
     {"eval", bora_cmd_eval, "loss and bits per byte of a checkpoint on the validation set",
-     "bora eval CONFIG.yaml --checkpoint DIR [--json] [--section.key=value ...]\n"
+     "bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [--section.key=value ...]\n"
      "\n"
      "Loads the model weights of a checkpoint (a step-N directory, or a run directory for its\n"
      "latest) into the model CONFIG.yaml describes and runs it over the validation set\n"
+     "(with --hf, a Hugging Face folder's weights into the model its config.json describes,\n"
+     "with its tokenizer unless data.tokenizer names one; a model: key given must agree)\n"
      "(data.validation_urls; trainer.max_eval_batches batches of train_batch_size sequences,\n"
      "or all of it). Prints the mean loss per predicted token (nats) and bits per byte: the\n"
      "summed loss in bits over the UTF-8 bytes those tokens stand for. --json prints them as\n"
      "one JSON object at full precision (null for a value that is not finite).\n"},
     {"generate", bora_cmd_generate, "sample text from a checkpoint",
-     "bora generate --checkpoint DIR --prompt TEXT [--max-tokens N] [--temperature T]\n"
+     "bora generate --checkpoint DIR | --hf DIR --prompt TEXT [--max-tokens N]\n"
+     "              [--temperature T]\n"
      "              [--top-k K] [--top-p P] [--seed S] [--tokenizer PATH] [--ids]\n"
      "              [--no-cache]\n"
      "\n"
      "Loads the model of a checkpoint (its configuration from trainer.json, its weights from\n"
-     "model.safetensors), prints the prompt and continues it token by token until --max-tokens\n"
+     "model.safetensors; with --hf, of a Hugging Face folder: config.json, its safetensors and\n"
+     "its tokenizer.json), prints the prompt and continues it token by token until --max-tokens\n"
      "(64) or the end-of-text token, then the tokens per second on stderr. Each token is\n"
      "sampled at --temperature (0.8; 0 takes the most likely token) from the --top-k (40; 0:\n"
      "all) most likely tokens, cut to the smallest set whose probability reaches --top-p (1.0).\n"
@@ -87,8 +91,19 @@ static const command commands[] = {
      "\n"
      "The folder is written beside HF_DIR under a hidden name and renamed into place at the end:\n"
      "a failed export leaves nothing.\n"},
-    {"import", NULL, "read a Hugging Face folder into a checkpoint",
-     "bora import --hf DIR --out DIR\n"},
+    {"import", bora_cmd_import, "read a Hugging Face folder into a checkpoint",
+     "bora import HF_DIR --out CKPT_DIR\n"
+     "\n"
+     "Reads a Hugging Face model folder (config.json, and model.safetensors or the shards\n"
+     "model.safetensors.index.json lists; F32, BF16 or F16) and writes a checkpoint directory\n"
+     "that bora eval --checkpoint, bora generate --checkpoint and trainer.load_checkpoint take:\n"
+     "model.safetensors in f32 and a trainer.json holding the model section config.json maps\n"
+     "to (config.json's model_type is the model's type) and data.tokenizer naming the folder\n"
+     "when it holds a tokenizer.json. A config.json key the model does not read (such as\n"
+     "quantization_config), a missing, extra or misshapen tensor, and a damaged shard are\n"
+     "refused by name. CKPT_DIR must not exist; it appears only once complete.\n"
+     "bora eval --hf, bora generate --hf and trainer.initialize_from_hf read a folder\n"
+     "directly.\n"},
     {"cache", bora_cmd_cache, "build the tokenized data cache of a configuration",
      "bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]\n"
      "\n"

@@ -32,6 +32,9 @@ static const bora_key trainer_keys[] = {
      "run id; empty makes a new one, an existing one resumes that run"},
     {"load_checkpoint", BORA_KEY_STRING, 0, "\"\"",
      "a checkpoint directory to start from instead of initialising"},
+    {"initialize_from_hf", BORA_KEY_STRING, 0, "\"\"",
+     "a Hugging Face folder to start a new run from: its weights, its config.json as model: (a "
+     "model: key given must agree) and its tokenizer unless data.tokenizer names one"},
     {"mp", BORA_KEY_STRING, 0, "p=f32,c=f32",
      "mixed precision: p (parameters, gradients, optimizer state: f32), c (matmul operands: "
      "f32 or bf16, products accumulated in f32), r (the residual stream in memory: f32 or bf16, "

@@ -27,6 +27,7 @@ typedef struct trainer {
     int crash_on_nan;
     bora_mp mp; /* trainer.mp: the compute and residual stream dtypes */
     const char *run_id, *base_path, *load_checkpoint;
+    const char *hf_dir; /* trainer.initialize_from_hf, or bora eval --hf: a Hugging Face folder */
     char run_dir[4096], id_buf[64];
     double save_interval, max_grad_norm;
     keep_rule *keep;

@@ -7,6 +7,7 @@
 #include "../data/cache.h"
 #include "../data/loader.h"
 #include "../graph/graph.h"
+#include "../hf/import.h"
 #include "../util/log.h"
 #include "../util/str.h"
 #include "apply.h"
@@ -208,10 +209,16 @@ static int ignorable(const char *path)
 {
     if (!strncmp(path, "config.", 7))
         path += 7;
-    static const char *const keys[] = {
-        "trainer.tracker",         "trainer.checkpointer", "trainer.id",
-        "trainer.load_checkpoint", "trainer.crash_on_nan", "data.cache_dir",
-        "data.cache_workers",      "data.cache_rebuild",   NULL};
+    static const char *const keys[] = {"trainer.tracker",
+                                       "trainer.checkpointer",
+                                       "trainer.id",
+                                       "trainer.load_checkpoint",
+                                       "trainer.crash_on_nan",
+                                       "data.cache_dir",
+                                       "trainer.initialize_from_hf",
+                                       "data.cache_workers",
+                                       "data.cache_rebuild",
+                                       NULL};
     for (const char *const *k = keys; *k; k++) {
         size_t n = strlen(*k);
         if (!strncmp(path, *k, n) && (path[n] == 0 || path[n] == '.'))
@@ -500,6 +507,13 @@ bora_status tr_restore(trainer *t, int64_t *start)
         return BORA_OK;
     }
     free(steps);
+    if (t->hf_dir) {
+        if ((st = bora_hf_load_weights(t->store, t->hf_dir, t->model_entry->ops->name, 0)) !=
+            BORA_OK)
+            return bora_error_set(st, "trainer.initialize_from_hf: %s", bora_error_get());
+        printf("starting run %s from the Hugging Face weights in %s\n", t->run_id, t->hf_dir);
+        return BORA_OK;
+    }
     if (*t->load_checkpoint) {
         if ((st = bora_ckpt_load_model(t->store, t->load_checkpoint)) != BORA_OK)
             return bora_error_set(st, "trainer.load_checkpoint: %s", bora_error_get());

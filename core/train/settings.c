@@ -6,6 +6,7 @@
 #include "../data/cache.h"
 #include "../data/loader.h"
 #include "../graph/graph.h"
+#include "../hf/import.h"
 #include "../util/log.h"
 #include "../util/str.h"
 #include "apply.h"
@@ -278,6 +279,17 @@ int tr_configure(trainer *t, bora_config *root)
     bora_cfg *cfg = t->cfg;
     int vocab_source;
     int64_t vocab;
+    /* A Hugging Face folder supplies the model section (and the tokenizer) before anything
+     * reads them: bora eval --hf, or a new run's trainer.initialize_from_hf. */
+    if (!t->hf_dir) {
+        const char *hf = "";
+        bora_cfg_string(bora_cfg_child(root, "trainer"), "initialize_from_hf", "", &hf);
+        t->hf_dir = *hf ? hf : NULL;
+    }
+    if (t->hf_dir && bora_hf_apply_config(cfg, t->reg, t->hf_dir) != BORA_OK) {
+        bora_cfg_print_errors(cfg, stderr);
+        return 0;
+    }
     if (bora_model_vocab(cfg, t->reg, &t->tok, &vocab_source, &vocab) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         return 0;
@@ -296,6 +308,10 @@ int tr_configure(trainer *t, bora_config *root)
         bora_cfg_error(cfg, NULL, "%s", bora_error_get());
     if (!bora_cfg_error_count(cfg))
         read_settings(t, root);
+    if (!bora_cfg_error_count(cfg) && t->hf_dir && !t->eval_only && *t->load_checkpoint)
+        bora_cfg_error(cfg, bora_cfg_child(bora_cfg_child(root, "trainer"), "initialize_from_hf"),
+                       "trainer.initialize_from_hf: a run starts from one set of weights; give "
+                       "it or trainer.load_checkpoint, not both");
     if (bora_cfg_error_count(cfg)) {
         bora_cfg_print_errors(cfg, stderr);
         return 0;

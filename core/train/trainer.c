@@ -6,6 +6,7 @@
 #include "../data/cache.h"
 #include "../data/loader.h"
 #include "../graph/graph.h"
+#include "../hf/import.h"
 #include "../util/log.h"
 #include "../util/str.h"
 #include "apply.h"
@@ -702,9 +703,10 @@ out:
     return rc;
 }
 
-int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json)
+static int evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, const char *hf,
+                    int json)
 {
-    trainer t = {.cfg = cfg, .reg = reg, .eval_only = 1};
+    trainer t = {.cfg = cfg, .reg = reg, .eval_only = 1, .hf_dir = hf};
     bora_config *root = bora_cfg_root(cfg);
     int rc = 1;
     char dir[4200];
@@ -718,15 +720,16 @@ int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int
         goto out;
     }
     /* A run directory means its latest checkpoint. */
-    snprintf(dir, sizeof dir, "%s", checkpoint);
-    if (bora_ckpt_list(checkpoint, &steps, &n) == BORA_OK && n)
+    snprintf(dir, sizeof dir, "%s", hf ? hf : checkpoint);
+    if (!hf && bora_ckpt_list(checkpoint, &steps, &n) == BORA_OK && n)
         snprintf(dir, sizeof dir, "%s/step-%" PRId64, checkpoint, steps[n - 1]);
     free(steps);
     if (build(&t, root) != BORA_OK || tr_open_data(&t, root) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
-    if (bora_ckpt_load_model(t.store, dir) != BORA_OK) {
+    if ((hf ? bora_hf_load_weights(t.store, hf, t.model_entry->ops->name, 1)
+            : bora_ckpt_load_model(t.store, dir)) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "eval: %s", bora_error_get());
         goto out;
     }
@@ -754,4 +757,14 @@ int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int
 out:
     tr_teardown(&t);
     return rc;
+}
+
+int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json)
+{
+    return evaluate(cfg, reg, checkpoint, NULL, json);
+}
+
+int bora_evaluate_hf(bora_cfg *cfg, bora_registry *reg, const char *hf_dir, int json)
+{
+    return evaluate(cfg, reg, NULL, hf_dir, json);
 }

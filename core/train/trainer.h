@@ -66,6 +66,9 @@ void bora_model_shape(bora_config *root, const bora_key *keys, int64_t *width, i
  * directory for its latest) on cfg's validation set, printed as a line (or JSON). Returns the
  * process exit status. */
 int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json);
+/* The same for a Hugging Face folder's model (bora eval --hf): its config.json as model: and
+ * its tokenizer unless data.tokenizer names one. */
+int bora_evaluate_hf(bora_cfg *cfg, bora_registry *reg, const char *hf_dir, int json);
 
 /* `bora cache`: build the token caches of data.train_urls (and validation_urls) with progress;
  * workers > 0 and rebuild override data.cache_workers and data.cache_rebuild. */

@@ -41,6 +41,20 @@
  * the eval graph over the whole window for each token). A model with a vocab_size key gets
  * the tokenizer's size from bora train and bora graph unless the configuration sets it.
  *
+ * bora import (ABI 1.10) reads a Hugging Face config.json through the model's hf_keys: one
+ * entry per config.json key the model understands, saying what becomes of its value. A key in no
+ * entry is refused by name, so nothing in a published configuration is silently dropped. GPT-2's
+ * table, in part:
+ *
+ *     static const bora_hf_key gpt2_hf[] = {
+ *         {"n_embd", BORA_HF_COPY, 0, "hidden_dim", NULL, NULL, NULL},
+ *         {"n_inner", BORA_HF_RATIO, 0, "mlp_scale", "n_embd", "4", NULL}, // null: 4
+ *         {"attn_pdrop", BORA_HF_NOTE, 0, NULL, NULL, "0", "bora trains without dropout"},
+ *         {"scale_attn_weights", BORA_HF_EXPECT, 0, NULL, NULL, "true", NULL},
+ *         {"architectures", BORA_HF_IGNORE, 0, NULL, NULL, NULL, NULL},
+ *         {NULL, 0, 0, NULL, NULL, NULL, NULL},
+ *     };
+ *
  * A worked example, a complete model plugin: a bigram model (a table of next-token logits):
  *
  *     #include <bora/model.h>
@@ -117,6 +131,29 @@ extern "C" {
 
 typedef struct bora_model bora_model; /* a model instance; owned by its plugin */
 
+/* What bora import does with one config.json key (bora_hf_key.rule). */
+typedef enum bora_hf_rule {
+    BORA_HF_COPY = 1,   /* the value (any JSON: a number, a list, a map copied whole) becomes
+                           model.<key>; a null becomes `value`'s text when there is one */
+    BORA_HF_RATIO = 2,  /* model.<key> = the value / the config.json key named by `of`, a whole
+                           number; null: `value`'s text */
+    BORA_HF_EXPECT = 3, /* must equal `value` (JSON text; null in config.json passes); anything
+                           else is refused, with `doc` as the reason */
+    BORA_HF_NOTE = 4,   /* accepted; a value other than `value` prints `doc` as a note */
+    BORA_HF_IGNORE = 5  /* metadata that does not change the model (architectures, torch_dtype) */
+} bora_hf_rule;
+
+/* One config.json key a model reads; a model's table ends with an entry whose hf_name is NULL. */
+typedef struct bora_hf_key {
+    const char *hf_name; /* the key in config.json */
+    int32_t rule;        /* a bora_hf_rule */
+    int32_t reserved;
+    const char *key;   /* COPY, RATIO: the model's key (NULL: hf_name) */
+    const char *of;    /* RATIO: the config.json key divided by */
+    const char *value; /* COPY, RATIO: the value for null; EXPECT, NOTE: the value expected */
+    const char *doc;   /* EXPECT, NOTE: why, for the message (optional) */
+} bora_hf_key;
+
 typedef struct bora_model_ops {
     bora_component hdr;
 
@@ -131,6 +168,10 @@ typedef struct bora_model_ops {
     /* (optional) Write the Hugging Face config.json for export into buf (NUL-terminated);
      * *len receives the length needed, so a call with cap 0 asks for the size. */
     bora_status (*hf_config)(bora_model *m, char *buf, size_t cap, size_t *len);
+
+    /* (optional, ABI 1.10) The config.json keys bora import reads and how (see bora_hf_key);
+     * a model without them cannot be imported. */
+    const bora_hf_key *hf_keys;
 } bora_model_ops;
 
 #ifdef __cplusplus

@@ -75,9 +75,11 @@ extern "C" {
  * bora_graph_api.full, iota, where, rms_norm and rope, the structs bora_rope_spec and
  * bora_rope_opts, and appends bora_attention_opts.head_axis, kv_head_axis and sliding_window
  * (grouped-query attention and Mistral's sliding window) and bora_opt_attention.sliding_window,
- * which the host sets only for backends built for 1.9 or later). A minor bump only appends optional members; a major bump breaks. */
+ * which the host sets only for backends built for 1.9 or later; 1.10 appends
+ * bora_model_ops.hf_keys, the config.json keys bora import reads, with bora_hf_key and
+ * bora_hf_rule). A minor bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 9
+#define BORA_ABI_MINOR 10
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 9,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 10,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
@@ -264,12 +264,21 @@ static void layout(void)
     _Static_assert(offsetof(bora_backend_ops, describe) == 128, "bora_backend_ops.describe");
     _Static_assert(offsetof(bora_backend_ops, run_fused) == 136, "bora_backend_ops.run_fused");
     _Static_assert(offsetof(bora_backend_ops, prepare) == 144, "bora_backend_ops.prepare");
-    _Static_assert(sizeof(bora_model_ops) == 64, "size of bora_model_ops");
+    _Static_assert(sizeof(bora_hf_key) == 48, "size of bora_hf_key");
+    _Static_assert(offsetof(bora_hf_key, hf_name) == 0, "bora_hf_key.hf_name");
+    _Static_assert(offsetof(bora_hf_key, rule) == 8, "bora_hf_key.rule");
+    _Static_assert(offsetof(bora_hf_key, reserved) == 12, "bora_hf_key.reserved");
+    _Static_assert(offsetof(bora_hf_key, key) == 16, "bora_hf_key.key");
+    _Static_assert(offsetof(bora_hf_key, of) == 24, "bora_hf_key.of");
+    _Static_assert(offsetof(bora_hf_key, value) == 32, "bora_hf_key.value");
+    _Static_assert(offsetof(bora_hf_key, doc) == 40, "bora_hf_key.doc");
+    _Static_assert(sizeof(bora_model_ops) == 72, "size of bora_model_ops");
     _Static_assert(offsetof(bora_model_ops, hdr) == 0, "bora_model_ops.hdr");
     _Static_assert(offsetof(bora_model_ops, create) == 32, "bora_model_ops.create");
     _Static_assert(offsetof(bora_model_ops, build) == 40, "bora_model_ops.build");
     _Static_assert(offsetof(bora_model_ops, destroy) == 48, "bora_model_ops.destroy");
     _Static_assert(offsetof(bora_model_ops, hf_config) == 56, "bora_model_ops.hf_config");
+    _Static_assert(offsetof(bora_model_ops, hf_keys) == 64, "bora_model_ops.hf_keys");
     _Static_assert(sizeof(bora_param_update) == 48, "size of bora_param_update");
     _Static_assert(offsetof(bora_param_update, struct_size) == 0, "bora_param_update.struct_size");
     _Static_assert(offsetof(bora_param_update, weight_decay) == 4,

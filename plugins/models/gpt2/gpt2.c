@@ -292,6 +292,59 @@ static bora_status gpt2_hf_config(bora_model *model, char *buf, size_t cap, size
     return BORA_OK;
 }
 
+/* How bora import reads a GPT2LMHeadModel config.json (every key transformers' GPT2Config
+ * writes). Published GPT-2s have dropouts of 0.1; bora trains without dropout, so they are
+ * accepted with a note. */
+#define GPT2_META(k)                                 \
+    {                                                \
+        k, BORA_HF_IGNORE, 0, NULL, NULL, NULL, NULL \
+    }
+#define GPT2_DROPOUT(k)                                                          \
+    {                                                                            \
+        k, BORA_HF_NOTE, 0, NULL, NULL, "0", "bora trains GPT-2 without dropout" \
+    }
+static const bora_hf_key gpt2_hf_keys[] = {
+    {"vocab_size", BORA_HF_COPY, 0, NULL, NULL, NULL, NULL},
+    {"n_positions", BORA_HF_COPY, 0, "seq_len", NULL, NULL, NULL},
+    {"n_embd", BORA_HF_COPY, 0, "hidden_dim", NULL, NULL, NULL},
+    {"n_layer", BORA_HF_COPY, 0, "num_layers", NULL, NULL, NULL},
+    {"n_head", BORA_HF_COPY, 0, "num_heads", NULL, NULL, NULL},
+    {"n_inner", BORA_HF_RATIO, 0, "mlp_scale", "n_embd", "4", NULL},
+    {"activation_function", BORA_HF_COPY, 0, NULL, NULL, NULL, NULL},
+    {"layer_norm_epsilon", BORA_HF_COPY, 0, NULL, NULL, NULL, NULL},
+    {"initializer_range", BORA_HF_COPY, 0, NULL, NULL, NULL, NULL},
+    {"scale_attn_by_inverse_layer_idx", BORA_HF_COPY, 0, NULL, NULL, NULL, NULL},
+    {"reorder_and_upcast_attn", BORA_HF_COPY, 0, "upcast_attn", NULL, NULL, NULL},
+    {"n_ctx", BORA_HF_IGNORE, 0, NULL, NULL, NULL, NULL}, /* an old alias of n_positions */
+    {"scale_attn_weights", BORA_HF_EXPECT, 0, NULL, NULL, "true",
+     "bora's GPT-2 always divides attention scores by the square root of the head width"},
+    {"tie_word_embeddings", BORA_HF_EXPECT, 0, NULL, NULL, "true",
+     "bora's GPT-2 ties its head to transformer.wte.weight"},
+    {"add_cross_attention", BORA_HF_EXPECT, 0, NULL, NULL, "false",
+     "bora's GPT-2 is a decoder without cross-attention"},
+    GPT2_DROPOUT("attn_pdrop"),
+    GPT2_DROPOUT("embd_pdrop"),
+    GPT2_DROPOUT("resid_pdrop"),
+    GPT2_DROPOUT("summary_first_dropout"),
+    /* the heads of GPT2DoubleHeadsModel and generation settings: not this model */
+    GPT2_META("summary_type"),
+    GPT2_META("summary_use_proj"),
+    GPT2_META("summary_activation"),
+    GPT2_META("summary_proj_to_labels"),
+    GPT2_META("task_specific_params"),
+    GPT2_META("architectures"),
+    GPT2_META("model_type"),
+    GPT2_META("torch_dtype"),
+    GPT2_META("dtype"),
+    GPT2_META("transformers_version"),
+    GPT2_META("bos_token_id"),
+    GPT2_META("eos_token_id"),
+    GPT2_META("pad_token_id"),
+    GPT2_META("use_cache"),
+    GPT2_META("_name_or_path"),
+    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+};
+
 static const bora_model_ops gpt2_ops = {
     .hdr = {sizeof(bora_model_ops), BORA_KIND_MODEL, "gpt2",
             "GPT-2 as Hugging Face's GPT2LMHeadModel", gpt2_keys},
@@ -299,6 +352,7 @@ static const bora_model_ops gpt2_ops = {
     .build = gpt2_build,
     .destroy = gpt2_destroy,
     .hf_config = gpt2_hf_config,
+    .hf_keys = gpt2_hf_keys,
 };
 
 static bora_status gpt2_init(const bora_host *h)

@@ -102,6 +102,66 @@ const bora_key llama_keys_qwen3[] = {
     {NULL, 0, 0, NULL, NULL},
 };
 
+/* How bora import reads each type's config.json: every key of the type's table copies
+ * unchanged (the names are Hugging Face's), and the metadata transformers writes is ignored. */
+#define HF_COPY(k)                                 \
+    {                                              \
+        k, BORA_HF_COPY, 0, NULL, NULL, NULL, NULL \
+    }
+#define HF_META(k)                                   \
+    {                                                \
+        k, BORA_HF_IGNORE, 0, NULL, NULL, NULL, NULL \
+    }
+#define HF_COMMON                                                                                  \
+    HF_COPY("vocab_size"), HF_COPY("hidden_size"), HF_COPY("intermediate_size"),                   \
+        HF_COPY("num_hidden_layers"), HF_COPY("num_attention_heads"),                              \
+        HF_COPY("num_key_value_heads"), HF_COPY("max_position_embeddings"), HF_COPY("hidden_act"), \
+        HF_COPY("initializer_range"), HF_COPY("rms_norm_eps"), HF_COPY("tie_word_embeddings"),     \
+        HF_COPY("rope_theta"), HF_COPY("rope_scaling"), HF_COPY("partial_rotary_factor"),          \
+        HF_COPY("attention_dropout"),                                                              \
+        {"pretraining_tp",                                                                         \
+         BORA_HF_EXPECT,                                                                           \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         NULL,                                                                                     \
+         "1",                                                                                      \
+         "bora computes each projection whole (transformers' own default)"},                       \
+        HF_META("architectures"), HF_META("model_type"), HF_META("torch_dtype"), HF_META("dtype"), \
+        HF_META("transformers_version"), HF_META("bos_token_id"), HF_META("eos_token_id"),         \
+        HF_META("pad_token_id"), HF_META("use_cache"), HF_META("_name_or_path")
+#define HF_END                             \
+    {                                      \
+        NULL, 0, 0, NULL, NULL, NULL, NULL \
+    }
+
+const bora_hf_key llama_hf_keys_llama[] = {
+    HF_COMMON, HF_COPY("head_dim"), HF_COPY("attention_bias"), HF_COPY("mlp_bias"), HF_END,
+};
+const bora_hf_key llama_hf_keys_mistral[] = {
+    HF_COMMON,
+    HF_COPY("head_dim"),
+    HF_COPY("sliding_window"),
+    HF_END,
+};
+const bora_hf_key llama_hf_keys_qwen2[] = {
+    HF_COMMON,
+    HF_COPY("use_sliding_window"),
+    HF_COPY("sliding_window"),
+    HF_COPY("max_window_layers"),
+    HF_COPY("layer_types"),
+    HF_END,
+};
+const bora_hf_key llama_hf_keys_qwen3[] = {
+    HF_COMMON,
+    HF_COPY("head_dim"),
+    HF_COPY("attention_bias"),
+    HF_COPY("use_sliding_window"),
+    HF_COPY("sliding_window"),
+    HF_COPY("max_window_layers"),
+    HF_COPY("layer_types"),
+    HF_END,
+};
+
 const bora_key *const llama_keys[LLAMA_KINDS] = {llama_keys_llama, llama_keys_mistral,
                                                  llama_keys_qwen2, llama_keys_qwen3};
 

@@ -299,6 +299,7 @@ static bora_status llama_build(bora_model *model, bora_graph *g, int32_t mode, b
         .build = llama_build,                                                             \
         .destroy = llama_destroy,                                                         \
         .hf_config = llama_hf_config,                                                     \
+        .hf_keys = llama_hf_keys_##kind,                                                  \
     }
 
 LLAMA_OPS(llama_ops, llama, llama_create,

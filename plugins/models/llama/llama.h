@@ -43,6 +43,9 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
 extern const bora_key llama_keys_llama[], llama_keys_mistral[], llama_keys_qwen2[],
     llama_keys_qwen3[];
 extern const bora_key *const llama_keys[LLAMA_KINDS];
+/* The config.json keys bora import reads, per type (config.c). */
+extern const bora_hf_key llama_hf_keys_llama[], llama_hf_keys_mistral[], llama_hf_keys_qwen2[],
+    llama_hf_keys_qwen3[];
 /* "llama", "mistral", ...: the type's name, its model_type in Hugging Face. */
 extern const char *const llama_kind_name[LLAMA_KINDS];
 
