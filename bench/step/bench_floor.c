@@ -1,17 +1,24 @@
-/* bench/step/bench_floor.c — the matmul floor of one GPT-2 training step: every matmul of the
- * step (per layer the four linears, and the LM head; forward, dx and dw; not attention) timed
- * alone on oneDNN, each at the best of dnnl_sgemm and a matmul primitive made for its shape
- * (oneDNN's own threads, OMP_NUM_THREADS), in the layouts the step uses. Prints one line per
- * shape and a total: the fastest the step could be if everything but its matmuls took no time.
+/* bench/step/bench_floor.c — the matmul floor of one training step of GPT-2 or (--llama) a Llama:
+ * every matmul of the step (per layer its linears, and the LM head; forward, dx and dw; not
+ * attention) timed alone on oneDNN, each at the best of dnnl_sgemm and a matmul primitive made
+ * for its shape (oneDNN's own threads, OMP_NUM_THREADS), in the layouts the step uses. Prints one
+ * line per shape and a total: the fastest the step could be if everything but its matmuls took
+ * no time.
+ * GPT-2: per layer c_attn, attn.c_proj, c_fc and mlp.c_proj, Conv1D weights (in, out), and the LM
+ * head tied to wte (vocab, embed). Llama: per layer q_proj, k_proj and v_proj (k and v as wide as
+ * the key/value heads, which grouped-query attention shares), o_proj, and SwiGLU's gate_proj,
+ * up_proj and down_proj, nn.Linear weights (out, in); the LM head (vocab, embed) as GPT-2's.
  * With --bf16 (trainer.mp c=bf16), the same products of bf16 operands with an f32 result, each at
  * the best of oneDNN's bf16 matmul primitive and dnnl_sgemm on the operands widened to f32 (which
  * is exact, so both compute the same bf16 product; the widening is not timed). oneDNN 2.6 has
  * bf16 matmuls only with AVX512-BF16 or AMX; elsewhere sgemm alone is the floor, and it says so.
- * A product whose A is read transposed over 8192 rows or more (the tied head's dw) also counts
+ * A product whose A is read transposed over 8192 rows or more (the head's dw) also counts
  * the way the CPU backend may run it: Cᵀ in 4096-column blocks, each a primitive reading both
  * operands in their stored order (the transposes back into C not timed).
  *
- * usage: bench_floor [--bf16] TOKENS [LAYERS EMBED VOCAB] */
+ * usage: bench_floor [--bf16] TOKENS [LAYERS EMBED VOCAB]
+ *        bench_floor [--bf16] --llama TOKENS [LAYERS EMBED VOCAB HEADS KV_HEADS INTERMEDIATE]
+ *        (GPT-2 defaults 12 768 50257; Llama 12 768 32000 12 4 2048) */
 #define _POSIX_C_SOURCE 200809L
 #include <dnnl.h>
 #include <stdio.h>
@@ -162,36 +169,80 @@ static double time_transposed(const shape *s, float *A, float *B, float *C, int 
     return t;
 }
 
+/* A positive integer argument, or 0. */
+static int64_t arg(const char *text)
+{
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    return *text && !*end && v > 0 ? (int64_t)v : 0;
+}
+
 int main(int argc, char **argv)
 {
     int bf16 = argc > 1 && !strcmp(argv[1], "--bf16");
     if (bf16)
         argv++, argc--;
-    if (argc != 2 && argc != 5) {
-        fprintf(stderr, "usage: bench_floor [--bf16] TOKENS [LAYERS EMBED VOCAB]\n");
+    int llama = argc > 1 && !strcmp(argv[1], "--llama");
+    if (llama)
+        argv++, argc--;
+    if (llama ? argc != 2 && argc != 8 : argc != 2 && argc != 5) {
+        fprintf(stderr, "usage: bench_floor [--bf16] TOKENS [LAYERS EMBED VOCAB]\n"
+                        "       bench_floor [--bf16] --llama TOKENS [LAYERS EMBED VOCAB HEADS "
+                        "KV_HEADS INTERMEDIATE]\n");
         return 2;
     }
-    int64_t T = atoll(argv[1]), L = argc == 5 ? atoll(argv[2]) : 12;
-    int64_t E = argc == 5 ? atoll(argv[3]) : 768, V = argc == 5 ? atoll(argv[4]) : 50257;
-    if (T <= 0 || L <= 0 || E <= 0 || V <= 0) {
-        fprintf(stderr, "bench_floor: sizes must be positive\n");
+    int64_t T = arg(argv[1]), L = argc > 2 ? arg(argv[2]) : 12;
+    int64_t E = argc > 2 ? arg(argv[3]) : 768, V = argc > 2 ? arg(argv[4]) : llama ? 32000 : 50257;
+    int64_t H = argc > 5 ? arg(argv[5]) : 12, KV = argc > 5 ? arg(argv[6]) : 4;
+    int64_t F = argc > 5 ? arg(argv[7]) : 2048;
+    if (!T || !L || !E || !V || !H || !KV || !F) {
+        fprintf(stderr, "bench_floor: sizes must be positive integers\n");
         return 2;
     }
-    /* Conv1D weights are (in, out): y = x W; dx = dy Wᵀ; dW = xᵀ dy. The LM head is tied to
-     * wte (V, E): logits = x wteᵀ; dx = dlogits wte; dwte = dlogitsᵀ x. */
+    if (llama && (E % H || H % KV)) {
+        fprintf(stderr,
+                "bench_floor: HEADS (%lld) must divide EMBED (%lld) and KV_HEADS (%lld) "
+                "must divide HEADS\n",
+                (long long)H, (long long)E, (long long)KV);
+        return 2;
+    }
+    /* every matrix at most 2^31 floats, so no size product below overflows */
+    const int64_t cap = (int64_t)1 << 31;
+    int64_t widest = V > 4 * E ? V : 4 * E;
+    widest = llama && F > widest ? F : widest;
+    if (T > cap / widest || E > cap / widest || L > 1024) {
+        fprintf(stderr,
+                "bench_floor: TOKENS (%lld) or EMBED (%lld) times the widest side (%lld: "
+                "VOCAB, INTERMEDIATE or 4 x EMBED) is past 2^31 floats, or LAYERS past "
+                "1024: make them smaller\n",
+                (long long)T, (long long)E, (long long)widest);
+        return 2;
+    }
+    /* GPT-2's Conv1D weights are (in, out): y = x W; dx = dy Wᵀ; dW = xᵀ dy. Llama's nn.Linear
+     * weights are (out, in): y = x Wᵀ; dx = dy W; dW = dyᵀ x. The LM head is (V, E) in both:
+     * logits = x Wᵀ; dx = dlogits W; dW = dlogitsᵀ x. */
     const struct {
         const char *name;
         int64_t in, out;
-    } lin[] = {{"attn.c_attn", E, 3 * E},
-               {"attn.c_proj", E, E},
-               {"mlp.c_fc", E, 4 * E},
-               {"mlp.c_proj", 4 * E, E}};
-    shape shapes[16];
+    } gpt2[] = {{"attn.c_attn", E, 3 * E},
+                {"attn.c_proj", E, E},
+                {"mlp.c_fc", E, 4 * E},
+                {"mlp.c_proj", 4 * E, E}},
+      llama_lin[] = {{"q_proj", E, E},   {"k_proj", E, E / H * KV}, {"v_proj", E, E / H * KV},
+                     {"o_proj", E, E},   {"gate_proj", E, F},       {"up_proj", E, F},
+                     {"down_proj", F, E}};
+    shape shapes[32];
     int n = 0;
-    for (int i = 0; i < 4; i++) {
-        shapes[n++] = (shape){lin[i].name, 'N', 'N', T, lin[i].out, lin[i].in, (int)L};
-        shapes[n++] = (shape){lin[i].name, 'N', 'T', T, lin[i].in, lin[i].out, (int)L};
-        shapes[n++] = (shape){lin[i].name, 'T', 'N', lin[i].in, lin[i].out, T, (int)L};
+    for (int i = 0; !llama && i < 4; i++) {
+        shapes[n++] = (shape){gpt2[i].name, 'N', 'N', T, gpt2[i].out, gpt2[i].in, (int)L};
+        shapes[n++] = (shape){gpt2[i].name, 'N', 'T', T, gpt2[i].in, gpt2[i].out, (int)L};
+        shapes[n++] = (shape){gpt2[i].name, 'T', 'N', gpt2[i].in, gpt2[i].out, T, (int)L};
+    }
+    for (int i = 0; llama && i < 7; i++) {
+        int64_t in = llama_lin[i].in, out = llama_lin[i].out;
+        shapes[n++] = (shape){llama_lin[i].name, 'N', 'T', T, out, in, (int)L};
+        shapes[n++] = (shape){llama_lin[i].name, 'N', 'N', T, in, out, (int)L};
+        shapes[n++] = (shape){llama_lin[i].name, 'T', 'N', out, in, T, (int)L};
     }
     shapes[n++] = (shape){"lm_head", 'N', 'T', T, V, E, 1};
     shapes[n++] = (shape){"lm_head", 'N', 'N', T, E, V, 1};

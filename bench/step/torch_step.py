@@ -1,10 +1,30 @@
 """bench/step/torch_step.py — the PyTorch peer of bench/step/run: GPT-2 124M (12 layers, 768
-wide, 12 heads, vocab 50257, tied LM head, gelu_new), one full training step (forward, backward,
-AdamW) on random token ids, torch.set_num_threads(THREADS). Prints the BLAS the process loaded
-and its sgemm GFLOP/s (so the peer is never the reference BLAS), then the median step time.
+wide, 12 heads, vocab 50257, tied LM head, gelu_new), or with --llama a Llama given by Hugging
+Face's config.json keys, one full training step (forward, backward, AdamW) on random token ids,
+torch.set_num_threads(THREADS). Prints the BLAS the process loaded and its sgemm GFLOP/s (so the
+peer is never the reference BLAS), then the median step time.
 
-usage: /usr/bin/python3 torch_step.py BATCH SEQ STEPS THREADS [bf16]"""
+The Llama is Hugging Face's LlamaForCausalLM written out: RMSNorm (statistics in f32), rotary
+positions by rotate-half, grouped-query attention by repeating each key/value head over its
+group (repeat_kv), a SwiGLU MLP, linears without biases, a final RMSNorm and an LM head (its own
+unless tie_word_embeddings). Keys it does not model (biases, rope_scaling, sliding windows) are
+refused, so the peer never times a different function from the one bora runs.
+
+usage: /usr/bin/python3 torch_step.py [--llama JSON] BATCH SEQ STEPS THREADS [bf16]
+       /usr/bin/python3 torch_step.py --llama JSON --params
+           the Llama's parameter count, params=N (bench/step/run checks it against bora's)
+       /usr/bin/python3 torch_step.py --llama JSON --write-case SEQ DIR
+           a case for tests/models/llama_torch.py: DIR/config.json, model.safetensors (this
+           model's initial weights, Hugging Face's names), inputs.safetensors (2 sequences of SEQ
+           random ids and targets) and outputs.safetensors (this model's f32 logits, summed loss
+           and every gradient), so the reference can check the peer computes Llama's function
+JSON is an object of config.json keys: hidden_size, intermediate_size, num_hidden_layers,
+num_attention_heads, num_key_value_heads, vocab_size, and optionally head_dim, rope_theta,
+rms_norm_eps, initializer_range, tie_word_embeddings."""
+import json
 import math
+import os
+import struct
 import sys
 import time
 
@@ -48,6 +68,199 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1))
 
 
+# ---- Llama (Hugging Face's LlamaForCausalLM) ---------------------------------------------------
+LLAMA_REQUIRED = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                  "num_key_value_heads", "vocab_size")
+LLAMA_OPTIONAL = dict(head_dim=None, rope_theta=10000.0, rms_norm_eps=1e-6,
+                      initializer_range=0.02, tie_word_embeddings=False, model_type="llama",
+                      seq_len=None, max_position_embeddings=None, hidden_act="silu",
+                      attention_bias=False, mlp_bias=False, rope_scaling=None)
+# keys accepted only at the value that means plain Llama
+LLAMA_FIXED = dict(model_type="llama", hidden_act="silu", attention_bias=False, mlp_bias=False,
+                   rope_scaling=None)
+
+
+def llama_config(text):
+    """The --llama JSON as a dict with every key set; an error names the key and the fix."""
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        sys.exit("torch_step: --llama: not a JSON object (%s)" % e)
+    if not isinstance(cfg, dict):
+        sys.exit("torch_step: --llama: not a JSON object of config.json keys")
+    for k in cfg:
+        if k not in LLAMA_REQUIRED and k not in LLAMA_OPTIONAL:
+            sys.exit("torch_step: --llama: key %r is not modelled here (known: %s)"
+                     % (k, ", ".join(LLAMA_REQUIRED + tuple(LLAMA_OPTIONAL))))
+    for k, v in LLAMA_FIXED.items():
+        if cfg.get(k, v) != v:
+            sys.exit("torch_step: --llama: %s %r is not modelled here (only %r)"
+                     % (k, cfg[k], v))
+    c = dict(LLAMA_OPTIONAL, **cfg)
+    for k in LLAMA_REQUIRED:
+        if not isinstance(c.get(k), int) or c[k] <= 0:
+            sys.exit("torch_step: --llama: %s must be a positive integer (got %r)"
+                     % (k, c.get(k)))
+    if c["num_attention_heads"] % c["num_key_value_heads"]:
+        sys.exit("torch_step: --llama: num_key_value_heads %d must divide num_attention_heads %d"
+                 % (c["num_key_value_heads"], c["num_attention_heads"]))
+    if c["head_dim"] is None:
+        if c["hidden_size"] % c["num_attention_heads"]:
+            sys.exit("torch_step: --llama: num_attention_heads %d must divide hidden_size %d "
+                     "(or give head_dim)" % (c["num_attention_heads"], c["hidden_size"]))
+        c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+    if c["head_dim"] % 2:
+        sys.exit("torch_step: --llama: head_dim %d must be even for rotary positions"
+                 % c["head_dim"])
+    return c
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):  # LlamaRMSNorm: the statistics in f32, the result in x's dtype
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        E, hd = c["hidden_size"], c["head_dim"]
+        self.h, self.kv, self.hd = c["num_attention_heads"], c["num_key_value_heads"], hd
+        self.q_proj = nn.Linear(E, self.h * hd, bias=False)
+        self.k_proj = nn.Linear(E, self.kv * hd, bias=False)
+        self.v_proj = nn.Linear(E, self.kv * hd, bias=False)
+        self.o_proj = nn.Linear(self.h * hd, E, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.h, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.kv, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.kv, self.hd).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        g = self.h // self.kv  # repeat_kv: each key/value head serves g query heads
+        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1, dtype=torch.float32)
+        y = (att.to(v.dtype) @ v).transpose(1, 2).reshape(B, T, self.h * self.hd)
+        return self.o_proj(y)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        E, F = c["hidden_size"], c["intermediate_size"]
+        self.gate_proj = nn.Linear(E, F, bias=False)
+        self.up_proj = nn.Linear(E, F, bias=False)
+        self.down_proj = nn.Linear(F, E, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self_attn, self.mlp = LlamaAttention(c), LlamaMLP(c)
+        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(LlamaLayer(c) for _ in range(c["num_hidden_layers"]))
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+
+class Llama(nn.Module):
+    """Parameter names are the Hugging Face state dict's (model.layers.N.self_attn.q_proj...)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.model = LlamaModel(c)
+        if not c["tie_word_embeddings"]:
+            self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+        hd = c["head_dim"]
+        self.inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2).float() / hd))
+        for name, p in self.named_parameters():  # LlamaPreTrainedModel's initialisation
+            if p.dim() == 2:
+                nn.init.normal_(p, std=c["initializer_range"])
+
+    def head(self):
+        return self.model.embed_tokens.weight if self.c["tie_word_embeddings"] else \
+            self.lm_head.weight
+
+    def logits(self, ids):
+        T = ids.shape[1]
+        freqs = torch.outer(torch.arange(T).float(), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        x = self.model.embed_tokens(ids)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, mask)
+        return self.model.norm(x) @ self.head().t()
+
+    def forward(self, ids, targets):
+        logits = self.logits(ids)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1))
+
+
+def write_case(c, seq, d):
+    """The model's initial weights, inputs and f32 outputs as tests/models/llama_torch.py reads
+    them (F32 and I32 safetensors; the loss summed over the targets, as bora's loss_sum)."""
+    torch.manual_seed(0)
+    model = Llama(c)
+    ids = torch.randint(0, c["vocab_size"], (2, seq))
+    targets = torch.randint(0, c["vocab_size"], (2, seq))
+    logits = model.logits(ids)
+    loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1), reduction="sum")
+    loss.backward()
+    os.makedirs(d, exist_ok=True)
+    cfg = {k: v for k, v in c.items() if k != "seq_len" and v is not None}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    params = dict(model.named_parameters())
+    outputs = dict(logits=logits, loss_sum=loss.reshape(()))
+    outputs.update({"grad." + k: p.grad for k, p in params.items()})
+    for name, tensors in (("model", params), ("inputs", dict(input_ids=ids, targets=targets)),
+                          ("outputs", outputs)):
+        write_safetensors(os.path.join(d, name + ".safetensors"), tensors)
+
+
+def write_safetensors(path, tensors):
+    header, blobs, at = {}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous()
+        t = t.float() if t.is_floating_point() else t.int()
+        blob = t.numpy().tobytes()
+        header[name] = dict(dtype="F32" if t.is_floating_point() else "I32",
+                            shape=list(t.shape), data_offsets=[at, at + len(blob)])
+        blobs.append(blob)
+        at += len(blob)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
 def blas_line():
     libs = sorted({l.split()[-1] for l in open("/proc/self/maps")
                    if "blas" in l.split()[-1].lower()})
@@ -61,18 +274,21 @@ def blas_line():
                                                   2 * 1024 ** 3 / t / 1e9)
 
 
-def main(batch, seq, steps, threads, bf16):
+def main(batch, seq, steps, threads, bf16, llama):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     print("torch %s, %d threads, BLAS: %s" % (torch.__version__, torch.get_num_threads(),
                                             blas_line()))
-    model = GPT2(seq)
-    for m in model.modules():  # GPT-2's initialisation
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
+    if llama:
+        model, vocab = Llama(llama), llama["vocab_size"]
+    else:
+        model, vocab = GPT2(seq), 50257
+        for m in model.modules():  # GPT-2's initialisation
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    ids = torch.randint(0, 50257, (batch, seq))
-    targets = torch.randint(0, 50257, (batch, seq))
+    ids = torch.randint(0, vocab, (batch, seq))
+    targets = torch.randint(0, vocab, (batch, seq))
     times = []
     for _ in range(steps):
         t = time.perf_counter()
@@ -87,8 +303,27 @@ def main(batch, seq, steps, threads, bf16):
     print("step_s=%.4f" % warm[len(warm) // 2])
 
 
+def positive(text, what):
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        sys.exit("torch_step: %s must be a positive integer (got %r)" % (what, text))
+    return n
+
+
 if __name__ == "__main__":
-    if len(sys.argv) not in (5, 6):
+    args, llama = sys.argv[1:], None
+    if args[:1] == ["--llama"] and len(args) >= 2:
+        llama, args = llama_config(args[1]), args[2:]
+        if args == ["--params"]:
+            print("params=%d" % sum(p.numel() for p in Llama(llama).parameters()))
+            sys.exit(0)
+        if len(args) == 3 and args[0] == "--write-case":
+            write_case(llama, positive(args[1], "SEQ"), args[2])
+            sys.exit(0)
+    if len(args) not in (4, 5) or (len(args) == 5 and args[4] != "bf16"):
         sys.exit(__doc__)
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
-         len(sys.argv) == 6 and sys.argv[5] == "bf16")
+    main(positive(args[0], "BATCH"), positive(args[1], "SEQ"), positive(args[2], "STEPS"),
+         positive(args[3], "THREADS"), len(args) == 5, llama)
