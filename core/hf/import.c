@@ -282,6 +282,29 @@ static int is_buffer(const char *name)
     return 0;
 }
 
+/* The parameter a file's tensor name is: the name itself, or, for weights saved from the base
+ * model alone (openai-community/gpt2 holds "h.0.attn.c_attn.weight" where GPT2LMHeadModel has
+ * "transformer.h.0.attn.c_attn.weight"), the parameter whose name is that one under its model's
+ * prefix, as transformers' base_model_prefix loads them. -1 when neither. */
+static long find_param(const g_store *s, const char *name)
+{
+    long at = g_store_find(s, name);
+    for (size_t i = 0; at < 0 && i < s->n_slots; i++) {
+        const char *dot = strchr(s->slots[i].name, '.');
+        if (dot && !strcmp(dot + 1, name))
+            at = (long)i;
+    }
+    return at;
+}
+
+/* Whether the index lists parameter slot, under its name or without its model's prefix. */
+static int listed(json_object *wmap, const char *slot)
+{
+    const char *dot = strchr(slot, '.');
+    return json_object_object_get_ex(wmap, slot, NULL) ||
+           (dot && json_object_object_get_ex(wmap, dot + 1, NULL));
+}
+
 static float f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, bits;
@@ -416,7 +439,7 @@ static bora_status load_shard(loader *L, const char *file, size_t shard)
         st = bora_error_set(BORA_ERR_IO, "%s: cannot map it: %s", path, strerror(errno));
     for (size_t i = 0; i < f->n_tensors && st == BORA_OK; i++) {
         const bora_st_tensor *t = &f->tensors[i];
-        long at = g_store_find(L->s, t->name);
+        long at = find_param(L->s, t->name);
         json_object *where = NULL;
         if (at < 0 && is_buffer(t->name))
             continue;
@@ -514,7 +537,7 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
                                     "%s: tensor '%s' is in %s, which is not a file name in the "
                                     "folder",
                                     index_path, name, jtext(where));
-            else if (g_store_find(s, name) < 0 && !is_buffer(name))
+            else if (find_param(s, name) < 0 && !is_buffer(name))
                 st = bora_error_set(BORA_ERR_CONFIG,
                                     "%s lists tensor '%s', which is no parameter of model %s "
                                     "(config.json and the weights do not belong together)",
@@ -528,7 +551,7 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
         if (wmap != L.wmap)
             json_object_put(wmap);
         for (size_t i = 0; i < s->n_slots && st == BORA_OK; i++)
-            if (!json_object_object_get_ex(L.wmap, s->slots[i].name, NULL))
+            if (!listed(L.wmap, s->slots[i].name))
                 st = bora_error_set(BORA_ERR_CONFIG,
                                     "%s does not list parameter '%s' of model %s: the weights are "
                                     "incomplete",

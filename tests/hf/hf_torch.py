@@ -10,7 +10,7 @@ file with the bytes tokenizer (each document's bytes, then the end-of-text id; w
 tokens [wT, (w+1)T), attention inside a document, nothing predicted after an end-of-text),
 compared with `bora eval --json` output (relative 1e-5).
 
-usage: /usr/bin/python3 hf_torch.py write gpt2|llama|qwen3 DIR TOKENIZER [--shards N] [--f16]
+usage: /usr/bin/python3 hf_torch.py write gpt2|gpt2-base|llama|qwen3 DIR TOKENIZER [--shards N] [--f16]
        /usr/bin/python3 hf_torch.py write-tests DIR TOKENIZER
                         DIR/gpt2 and DIR/llama in three bf16 shards, DIR/qwen3 as one f16 file
        /usr/bin/python3 hf_torch.py eval DIR VALIDATION.jsonl SEQ_LEN BORA_JSON [DIR ...]"""
@@ -94,6 +94,10 @@ def write_shard(path, tensors, dtype):
 
 
 def write(kind, d, tokenizer, shards, dtype):
+    """kind gpt2-base: gpt2's weights as openai-community/gpt2 holds them, saved from GPT2Model
+    (no "transformer." prefix, the attention's causal-mask buffers h.N.attn.bias included)."""
+    base = kind == "gpt2-base"
+    kind = "gpt2" if base else kind
     cfg = CONFIGS[kind]
     gen = torch.Generator().manual_seed(7)
     params = {}
@@ -102,6 +106,11 @@ def write(kind, d, tokenizer, shards, dtype):
             params[name] = 1 + 0.1 * torch.randn(shape, generator=gen)
         else:
             params[name] = 0.2 * torch.randn(shape, generator=gen)
+    if base:
+        params = {n.removeprefix("transformer."): t for n, t in params.items()}
+        T = cfg["n_positions"]
+        for l in range(cfg["n_layer"]):
+            params[f"h.{l}.attn.bias"] = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
     with open(f"{d}/config.json", "w") as f:
         json.dump(cfg, f, indent=2)
     with open(tokenizer) as src, open(f"{d}/tokenizer.json", "w") as dst:

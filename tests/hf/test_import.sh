@@ -89,6 +89,14 @@ done
 # shellcheck disable=SC2086
 hf eval $refs || fail "bora eval --hf differs from PyTorch"
 
+# the same GPT-2 saved from the base model alone, as openai-community/gpt2 is (no "transformer."
+# prefix, causal-mask buffers): the same weights, so the same loss
+mkdir gpt2-base && hf write gpt2-base gpt2-base "$tok" --shards 2 || fail "hf_torch.py write gpt2-base"
+B eval gpt2.yaml --hf gpt2-base --json > c.json 2> err.txt || fail "eval --hf gpt2-base: $(cat err.txt)"
+B eval gpt2.yaml --hf gpt2 --json > d.json 2> err.txt || fail "eval --hf gpt2: $(cat err.txt)"
+a=$(cat c.json) b=$(cat d.json)
+[ -n "$a" ] && [ "${a#*eval/loss}" = "${b#*eval/loss}" ] || fail "gpt2-base: eval $a, gpt2's $b"
+
 # 5. a model: key that disagrees with config.json is refused by name
 out=$(B eval llama.yaml --hf llama --json --model.hidden_size=64 2>&1) && fail "hidden_size 64 accepted"
 has "$out" "model.hidden_size: the configuration says 64, but llama/config.json makes it 32"
