@@ -566,15 +566,17 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
     put(&b,
         "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"vocab_size\": %lld, "
         "\"hidden_size\": %lld, \"intermediate_size\": %lld, \"num_hidden_layers\": %lld, "
-        "\"num_attention_heads\": %lld, \"num_key_value_heads\": %lld, \"head_dim\": %lld, "
+        "\"num_attention_heads\": %lld, \"num_key_value_heads\": %lld, "
         "\"hidden_act\": \"silu\", \"max_position_embeddings\": %lld, "
         "\"initializer_range\": %.17g, \"rms_norm_eps\": %.17g, \"tie_word_embeddings\": %s, "
         "\"rope_theta\": %.17g, ",
         arch[m->kind], llama_kind_name[m->kind], (long long)m->vocab_size,
         (long long)m->hidden_size, (long long)m->intermediate_size, (long long)m->num_hidden_layers,
         (long long)m->num_attention_heads, (long long)m->num_key_value_heads,
-        (long long)m->head_dim, (long long)m->max_position_embeddings, m->initializer_range,
-        m->rms_norm_eps, m->tie_word_embeddings ? "true" : "false", m->rope.theta);
+        (long long)m->max_position_embeddings, m->initializer_range, m->rms_norm_eps,
+        m->tie_word_embeddings ? "true" : "false", m->rope.theta);
+    if (m->kind != QWEN2) /* Qwen2Config has no head_dim: hidden_size / heads */
+        put(&b, "\"head_dim\": %lld, ", (long long)m->head_dim);
     put_rope(&b, m);
     put(&b, ", \"attention_dropout\": 0.0");
     if (m->kind == LLAMA || m->kind == QWEN3)
