@@ -5,10 +5,11 @@
 # resumed from a checkpoint before its last logged step shows each step once in TensorBoard; a
 # list without sqlite says once that the run will not appear in bora runs, and it does not;
 # mistakes in the list are named. The reader also reads a TensorFlow-written file and refuses a
-# file with a flipped byte.
-# usage: test_tensorboard.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR READER SAMPLE
+# file with a flipped byte. A run SIGKILLed once its first checkpoint's flush is done has every
+# step up to that checkpoint on disk.
+# usage: test_tensorboard.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR READER SAMPLE FIXTURE_DIR
 set -u
-bora=$1 plugins=$2 tok=$3 text=$4 work=$5 reader=$6 sample=$7
+bora=$1 plugins=$2 tok=$3 text=$4 work=$5 reader=$6 sample=$7 fixtures=$8
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 head -n 3000 "$text" > small.txt
 fails=0
@@ -76,7 +77,29 @@ out=$(train --trainer.id=bad "--trainer.tracker={type: tensorboard, logdir: ''}"
     fail "an empty logdir was accepted"
 has "$out" "logdir is empty: give a directory for the event files"
 
-# 5. the reader: a file TensorFlow wrote, and one of ours with a byte flipped
+# 5. flush() makes the file durable: the fixture tracker, after tensorboard in the list, notes
+#    each flush (one before every checkpoint); SIGKILL once it has noted the first, then every
+#    step logged before that flush is in the event file
+"$bora" --plugin-dir "$plugins" --plugin-dir "$fixtures" train run.yaml --trainer.id=killed \
+    --trainer.num_train_steps=40 \
+    "--trainer.tracker=[tensorboard, {type: fixture, path: $work/calls.txt, sleep_ms: 200}]" \
+    > killed.out 2>&1 &
+pid=$!
+i=0
+until grep -q '^flush' calls.txt 2>/dev/null || [ $i -ge 300 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+kill -KILL $pid
+wait $pid 2>/dev/null
+want=$(sed -n '/^flush/q;s/^log \([0-9]*\) .*/\1/p' calls.txt | tr '\n' ' ')
+[ -n "$want" ] || fail "no step logged before the first flush: $(cat calls.txt killed.out)"
+got=$(read_tb steps runs/tensorboard/killed/events.out.tfevents.*) || fail "$got"
+for s in $want; do
+    case " $(echo "$got" | tail -n 1) " in *" $s "*) ;; *) fail "step $s was logged before the flush but is not in the file: $got" ;; esac
+done
+
+# 6. the reader: a file TensorFlow wrote, and one of ours with a byte flipped
 got=$(read_tb sample "$sample") || fail "$got"
 echo "$got"
 cp runs/tensorboard/nodb/events.out.tfevents.* flipped

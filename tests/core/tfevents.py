@@ -6,6 +6,8 @@ on the fly) and replays a run's files as TensorBoard does, in name order, droppi
 at a step or later when a SessionLog START at that step comes (its purge of orphaned data).
 
 usage: tfevents.py read FILE                    check every record, print how many
+       tfevents.py steps FILE                   the steps of train/loss in a file whose writer
+                                                was killed (its last record may be cut short)
        tfevents.py sample FILE                  the TensorFlow-written sample, as its SOURCE says
        tfevents.py run DIR METRICS.jsonl STEPS  bora's event files of one run against what the
                                                 jsonl tracker logged for it, steps 1..STEPS
@@ -60,11 +62,17 @@ def masked_crc(data):
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def read_events(path):
-    """Every record of path as an Event; a bad CRC or a cut record is named with its offset."""
+def read_events(path, cut_tail=False):
+    """Every record of path as an Event; a bad CRC or a cut record is named with its offset.
+    With cut_tail a last record cut short (a writer killed mid-write) ends the file, as
+    TensorBoard, which reads files still being written, takes it."""
     data = open(path, "rb").read()
     events, off = [], 0
     while off < len(data):
+        if cut_tail and (len(data) - off < 12 or
+                         struct.unpack_from("<Q", data, off)[0] > len(data) - off - 16):
+            print(f"tfevents: {path}: offset {off}: the last record is cut short")
+            break
         if len(data) - off < 12:
             fail(f"{path}: offset {off}: a record header cut short ({len(data) - off} bytes)")
         (length,) = struct.unpack_from("<Q", data, off)
@@ -235,6 +243,10 @@ def check_run(run_dir, jsonl_path, steps):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "read":
         print(f"tfevents: {sys.argv[2]}: {len(read_events(sys.argv[2]))} records, CRCs valid")
+    elif len(sys.argv) == 3 and sys.argv[1] == "steps":
+        steps = {e.step for e in read_events(sys.argv[2], cut_tail=True)
+                 for v in e.summary.value if v.tag == "train/loss"}
+        print(" ".join(str(s) for s in sorted(steps)))
     elif len(sys.argv) == 3 and sys.argv[1] == "sample":
         check_sample(sys.argv[2])
     elif len(sys.argv) == 5 and sys.argv[1] == "run":
