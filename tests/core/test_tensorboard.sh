@@ -86,7 +86,7 @@ has "$out" "logdir is empty: give a directory for the event files"
     > killed.out 2>&1 &
 pid=$!
 i=0
-until grep -q '^flush' calls.txt 2>/dev/null || [ $i -ge 300 ]; do
+until grep -q '^flush' calls.txt 2>/dev/null || ! kill -0 $pid 2>/dev/null || [ $i -ge 300 ]; do
     sleep 0.1
     i=$((i + 1))
 done
