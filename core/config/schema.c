@@ -47,7 +47,8 @@ static const bora_key trainer_keys[] = {
     {"max_eval_batches", BORA_KEY_INT, 0, "-1",
      "batches of train_batch_size sequences per evaluation; -1 for the whole validation set"},
     {"tracker", BORA_KEY_COMPONENT, 0, "[{type: sqlite}]",
-     "experiment trackers: one {type: NAME, ...} or a list of them"},
+     "experiment trackers: one {type: NAME, ...} or a list of them; a name alone is short for "
+     "{type: NAME} ([sqlite, tensorboard]); a list without sqlite keeps the run out of bora runs"},
     {"checkpointer", BORA_KEY_MAP, 0, "{}", "the checkpoint policy (see trainer.checkpointer)"},
     {NULL, 0, 0, NULL, NULL},
 };
@@ -251,17 +252,46 @@ static bora_status check_component(bora_config *node, int kind, const bora_regis
     return st;
 }
 
-/* One component or a list of them (trainer.tracker). */
+/* A name alone is short for {type: NAME} (`tracker: [sqlite, jsonl]`): the scalar becomes that
+ * mapping in place, its type at the name's position, so messages point at what was written. */
+static bora_status name_to_component(bora_config *node)
+{
+    if (node->kind != BORA_NODE_SCALAR)
+        return BORA_OK;
+    bora_config *kn = cfg_node(node->cfg, BORA_NODE_SCALAR, node->origin, node->line, node->col);
+    bora_config *vn = cfg_node(node->cfg, BORA_NODE_SCALAR, node->origin, node->line, node->col);
+    if (!kn || !vn)
+        return BORA_ERR_NOMEM;
+    kn->text = "type";
+    kn->text_len = 4;
+    vn->text = node->text;
+    vn->text_len = node->text_len;
+    vn->quoted = node->quoted;
+    node->kind = BORA_NODE_MAP;
+    node->text = NULL;
+    node->text_len = 0;
+    node->quoted = 0;
+    return cfg_map_put(node, "type", kn, vn) ? BORA_ERR_NOMEM : BORA_OK;
+}
+
+/* One component or a list of them (trainer.tracker), each a mapping or a name. */
 static bora_status check_components(bora_config *node, int kind, const bora_registry *reg, int fill)
 {
     if (node->kind == BORA_NODE_NULL)
         return BORA_OK;
-    if (node->kind != BORA_NODE_LIST)
+    if (node->kind != BORA_NODE_LIST) {
+        if (name_to_component(node) != BORA_OK)
+            return BORA_ERR_NOMEM;
         return check_component(node, kind, reg, fill);
+    }
     bora_status result = BORA_OK;
-    for (size_t i = 0; i < node->n; i++)
-        if (check_component(bora_cfg_at(node, i), kind, reg, fill) != BORA_OK)
+    for (size_t i = 0; i < node->n; i++) {
+        bora_config *item = bora_cfg_at(node, i);
+        if (name_to_component(item) != BORA_OK)
+            return BORA_ERR_NOMEM;
+        if (check_component(item, kind, reg, fill) != BORA_OK)
             result = BORA_ERR_CONFIG;
+    }
     return result;
 }
 

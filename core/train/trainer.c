@@ -356,6 +356,13 @@ static bora_status open_trackers(trainer *t, bora_config *root)
             return bora_error_set(BORA_ERR_INVALID, "tracker %s: %s", tk->name, bora_error_get());
         t->n_trackers++;
     }
+    /* bora runs reads the sqlite tracker's database: a run that leaves it out is not there. */
+    int has_sqlite = 0;
+    for (size_t i = 0; i < t->n_trackers; i++)
+        has_sqlite |= !strcmp(t->trackers[i].name, "sqlite");
+    if (!has_sqlite)
+        bora_log(BORA_LOG_WARN,
+                 "tracker list has no sqlite: this run will not appear in bora runs");
     bora_status st = bora_tracklog_start(t->trackers, t->n_trackers, &t->log);
     if (st != BORA_OK)
         return st;
