@@ -411,13 +411,13 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
     put_html(f, o.data, strlen(o.data));
     fprintf(f,
             "</h1>\n<p id=\"summary\" data-windows=\"%lld\" data-tokens=\"%lld\" "
-            "data-mean-logprob=\"%.9g\">%lld windows of %lld tokens (of %lld in the text); "
+            "data-mean-logprob=\"%.9g\">The first %lld of the text's %lld windows of %lld tokens; "
             "%lld tokens predicted, mean log-probability %.4f nats (the loss bora eval reports "
             "is minus this). Hover over a token for its log-probability and the model's most "
             "likely tokens there; grey tokens are not predicted (a window's first, or a "
             "document's first after end-of-text).</p>\n",
-            (long long)docs, (long long)predicted, mean, (long long)docs, (long long)T,
-            (long long)W, (long long)predicted, mean);
+            (long long)docs, (long long)predicted, mean, (long long)docs, (long long)W,
+            (long long)T, (long long)predicted, mean);
     fputs("<p class=\"legend\">log-probability:", f);
     for (int k = 0; k <= 10; k += 2) {
         fputs(" <span style=\"background:", f);
