@@ -147,6 +147,27 @@ static const command commands[] = {
      "plot of its loss and its configuration. compare: the configuration keys where two runs\n"
      "differ, and each metric's last value side by side. An id may be shortened to a unique\n"
      "prefix.\n"},
+    {"dashboard", bora_cmd_dashboard, "a web page of the recorded runs and their curves",
+     "bora dashboard [--db PATH] [--port N]\n"
+     "\n"
+     "Serves a page over the run database the sqlite tracker (the default) writes, runs/bora.db\n"
+     "unless --db names another, at http://127.0.0.1:N/ (8090; --port 0 takes any free port;\n"
+     "only this machine can connect). It lists the runs, draws every metric of the runs ticked,\n"
+     "overlaid (loss, eval loss, bits per byte, learning rate, throughput, ...), and shows a\n"
+     "run's summary, configuration and environment when its id is clicked. It reads the\n"
+     "database again every two seconds, so a run that is training grows on the page. Its data\n"
+     "is JSON: /api/runs, /api/metrics?run=ID&since=STEP (the steps after STEP) and\n"
+     "/api/run?run=ID. The database is only read. Ctrl-C stops the server.\n"},
+    {"viz-logprobs", bora_cmd_viz_logprobs, "a page of a text's tokens coloured by log-probability",
+     "bora viz-logprobs --checkpoint DIR --data FILE [--out PAGE] [--max-docs N]\n"
+     "\n"
+     "Runs the model of a checkpoint (a step-N directory, or a run directory for its latest) over\n"
+     "FILE (.jsonl or .txt, read as bora eval reads data.validation_urls: tokenized with the\n"
+     "run's tokenizer, documents joined with end-of-text, cut into seq_len windows) and writes\n"
+     "PAGE (logprobs.html), one HTML file that needs nothing else: each token of the first\n"
+     "--max-docs (16) windows coloured by its log-probability under the model, green likely,\n"
+     "red unlikely; hovering a token shows the value and the five tokens the model found most\n"
+     "likely there. Over the same windows the mean log-probability is minus bora eval's loss.\n"},
     {"graph", bora_cmd_graph, "build a configuration's graphs and report their memory",
      "bora graph CONFIG.yaml [--config MORE.yaml ...] [--section.key=value ...]\n"
      "\n"
