@@ -35,6 +35,7 @@ int bora_cmd_cache(const bora_cli *cli);
 int bora_cmd_runs(const bora_cli *cli);
 int bora_cmd_generate(const bora_cli *cli);
 int bora_cmd_export(const bora_cli *cli);
+int bora_cmd_wandb(const bora_cli *cli);
 
 /* Print declared keys as an aligned table, one per line. */
 void bora_cli_print_keys(FILE *out, const bora_key *keys, const char *indent);
