@@ -102,7 +102,8 @@ start_server
     --trainer.num_train_steps=100000 > kr1.log 2>&1 &
 pid=$!
 i=0
-while ! grep -q "^step 13/" kr1.log && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+while ! { grep -q "^step 13/" kr1.log && [ "$($check posts log.jsonl /kr/)" -gt 0 ]; } &&
+    [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 kill -KILL $pid; wait $pid 2>/dev/null
 echo "SIGKILL at spool line $(wc -l < runs/kr/wandb/history.jsonl), server at $($check posts log.jsonl /kr/)"
 killed=$(wc -l < runs/kr/wandb/history.jsonl)

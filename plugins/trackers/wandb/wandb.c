@@ -441,6 +441,13 @@ static bora_status wandb_setup(wandb *w, const bora_config *cfg)
     while (bl > 0 && w->base_url[bl - 1] == '/')
         w->base_url[--bl] = 0;
     const char *key = getenv("WANDB_API_KEY");
+    if (w->sync && !(key && *key)) {
+        json_object_put(tags);
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "WANDB_API_KEY is not set: set it to your API key (wandb.ai/authorize) "
+                       "to upload '%s'",
+                       w->dir);
+    }
     if (!w->offline && !(key && *key)) {
         json_object_put(tags);
         return h->fail(h, BORA_ERR_CONFIG,
@@ -563,7 +570,7 @@ static bora_status wandb_log(bora_tracker *t, int64_t step, const bora_metric *m
         /* A resumed run logs again the steps between its checkpoint and where it was stopped;
          * the spool has them, and W&B keeps one line per step. */
         if (!w->skipped_reported++)
-            BORA_INFO(w->h, "wandb: steps up to %lld are already in '%s'; not logging them again",
+            BORA_INFO(w->h, "steps up to %lld are already in '%s'; not logging them again",
                       (long long)w->last_step, w->dir);
         return BORA_OK;
     }
@@ -656,7 +663,7 @@ static bora_status wandb_finish(bora_tracker *t, int32_t status)
     }
     if (w->offline) {
         BORA_INFO(w->h,
-                  "wandb: offline: %lld steps kept in '%s'; upload them with `bora wandb sync %s`",
+                  "offline: %lld steps kept in '%s'; upload them with `bora wandb sync %s`",
                   (long long)w->spooled, w->dir, w->run_id);
         return st;
     }
@@ -681,12 +688,16 @@ static bora_status wandb_finish(bora_tracker *t, int32_t status)
     pthread_mutex_lock(&w->mu);
     wandb_state_write(w, 1);
     pthread_mutex_unlock(&w->mu);
-    if (!done && st == BORA_OK)
+    if (!done && st == BORA_OK && left)
         st = w->h->fail(w->h, BORA_ERR_IO,
-                        "%lld of %lld steps%s not uploaded to W&B (%s); they are kept in '%s': "
+                        "%lld of %lld steps not uploaded to W&B (%s); they are kept in '%s': "
                         "`bora wandb sync %s` uploads them",
-                        (long long)left, (long long)w->spooled,
-                        left ? "" : " uploaded, but the run's end", why, w->dir, w->run_id);
+                        (long long)left, (long long)w->spooled, why, w->dir, w->run_id);
+    else if (!done && st == BORA_OK)
+        st = w->h->fail(w->h, BORA_ERR_IO,
+                        "every step is on W&B but not the run's end (%s); `bora wandb sync %s` "
+                        "sends it from '%s'",
+                        why, w->run_id, w->dir);
     return st;
 }
 
