@@ -82,8 +82,7 @@ int bora_cmd_wandb(const bora_cli *cli)
             const char *eq = strchr(a, '=');
             const char *v = eq ? eq + 1 : (i + 1 < cli->argc ? cli->argv[++i] : NULL);
             if (!v || !*v) {
-                bora_log(BORA_LOG_ERROR, "wandb sync: %.*s needs a value", (int)strcspn(a, "="),
-                         a);
+                bora_log(BORA_LOG_ERROR, "wandb sync: %.*s needs a value", (int)strcspn(a, "="), a);
                 return 2;
             }
             *slot = v;

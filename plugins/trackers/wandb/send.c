@@ -167,8 +167,8 @@ static int post(wandb *w, CURL *c, const char *path, const char *body, answer *a
 
 static char *to_text(json_object *o)
 {
-    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                          JSON_C_TO_STRING_NOSLASHESCAPE);
+    const char *s =
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     return s ? strdup(s) : NULL;
 }
 
@@ -192,9 +192,8 @@ static int upsert(wandb *w, CURL *c, answer *a)
         return SENT_REFUSED;
     }
     json_object *ent = NULL;
-    const char *entity = json_object_object_get_ex(vars, "entity", &ent)
-                             ? json_object_get_string(ent)
-                             : NULL;
+    const char *entity =
+        json_object_object_get_ex(vars, "entity", &ent) ? json_object_get_string(ent) : NULL;
     if (!entity || !*entity) {
         json_object *q = json_object_new_object();
         json_object_object_add(q, "query", json_object_new_string(viewer_query));
@@ -232,8 +231,8 @@ static int upsert(wandb *w, CURL *c, answer *a)
     if (st != SENT_OK)
         return st;
     json_object *ans = json_tokener_parse(a->body);
-    static const char *const pe[] = {"data", "upsertBucket", "bucket", "project", "entity", "name",
-                                     NULL};
+    static const char *const pe[] = {"data",   "upsertBucket", "bucket", "project",
+                                     "entity", "name",         NULL};
     static const char *const pp[] = {"data", "upsertBucket", "bucket", "project", "name", NULL};
     static const char *const pn[] = {"data", "upsertBucket", "bucket", "name", NULL};
     const char *e = json_str_at(ans, pe), *p = json_str_at(ans, pp), *n = json_str_at(ans, pn);
@@ -296,8 +295,7 @@ static int post_lines(wandb *w, CURL *c, answer *a, FILE *in, int64_t first, int
     json_object_put(doc);
     char path[1024];
     pthread_mutex_lock(&w->mu);
-    snprintf(path, sizeof path, "/files/%s/%s/%s/file_stream", w->entity, w->project,
-             w->wandb_id);
+    snprintf(path, sizeof path, "/files/%s/%s/%s/file_stream", w->entity, w->project, w->wandb_id);
     pthread_mutex_unlock(&w->mu);
     int st = body ? post(w, c, path, body, a) : SENT_RETRY;
     free(body);
@@ -313,8 +311,7 @@ static int post_complete(wandb *w, CURL *c, answer *a, int32_t exitcode)
     char body[128], path[1024];
     snprintf(body, sizeof body, "{\"complete\":true,\"exitcode\":%d}", (int)exitcode);
     pthread_mutex_lock(&w->mu);
-    snprintf(path, sizeof path, "/files/%s/%s/%s/file_stream", w->entity, w->project,
-             w->wandb_id);
+    snprintf(path, sizeof path, "/files/%s/%s/%s/file_stream", w->entity, w->project, w->wandb_id);
     pthread_mutex_unlock(&w->mu);
     return post(w, c, path, body, a);
 }

@@ -211,9 +211,9 @@ static bora_status spool_load(wandb *w)
     wandb_path(w, "history.jsonl", path, sizeof path);
     FILE *f = fopen(path, "r");
     if (!f)
-        return errno == ENOENT ? BORA_OK
-                               : h->fail(h, BORA_ERR_IO, "cannot read '%s': %s", path,
-                                         strerror(errno));
+        return errno == ENOENT
+                   ? BORA_OK
+                   : h->fail(h, BORA_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
     char *line = NULL, *last = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -332,9 +332,8 @@ static bora_status key_or_env(const bora_host *h, const bora_config *cfg, const 
     return st;
 }
 
-static bora_status read_keys(wandb *w, const bora_config *cfg, const char **vals,
-                             json_object *tags, const char **mode, const char **resume,
-                             const char **dir)
+static bora_status read_keys(wandb *w, const bora_config *cfg, const char **vals, json_object *tags,
+                             const char **mode, const char **resume, const char **dir)
 {
     const bora_host *h = w->h;
     bora_status st;
@@ -349,8 +348,7 @@ static bora_status read_keys(wandb *w, const bora_config *cfg, const char **vals
         (st = h->config_string(h, cfg, "resume", "allow", resume)) != BORA_OK ||
         (st = h->config_string(h, cfg, "dir", "runs/{run_id}/wandb", dir)) != BORA_OK ||
         (st = h->config_duration(h, cfg, "timeout", 30, &w->timeout_s)) != BORA_OK ||
-        (st = h->config_duration(h, cfg, "finish_timeout", 60, &w->finish_timeout_s)) !=
-            BORA_OK ||
+        (st = h->config_duration(h, cfg, "finish_timeout", 60, &w->finish_timeout_s)) != BORA_OK ||
         (st = h->config_bool(h, cfg, "sync", 0, &w->sync)) != BORA_OK)
         return st;
     if (!*vals[1])
@@ -584,8 +582,8 @@ static bora_status wandb_log(bora_tracker *t, int64_t step, const bora_metric *m
         fputc(',', f);
         summary_set(w, m[i].name, m[i].value);
     }
-    fprintf(f, "\"_step\":%lld,\"_runtime\":%.3f,\"_timestamp\":%.3f}\n", (long long)step,
-            runtime, stamp);
+    fprintf(f, "\"_step\":%lld,\"_runtime\":%.3f,\"_timestamp\":%.3f}\n", (long long)step, runtime,
+            stamp);
     if (fflush(f) != 0 || ferror(f))
         return w->h->fail(w->h, BORA_ERR_IO, "cannot write '%s/history.jsonl': %s", w->dir,
                           strerror(errno));
@@ -662,8 +660,7 @@ static bora_status wandb_finish(bora_tracker *t, int32_t status)
         pthread_mutex_unlock(&w->mu);
     }
     if (w->offline) {
-        BORA_INFO(w->h,
-                  "offline: %lld steps kept in '%s'; upload them with `bora wandb sync %s`",
+        BORA_INFO(w->h, "offline: %lld steps kept in '%s'; upload them with `bora wandb sync %s`",
                   (long long)w->spooled, w->dir, w->run_id);
         return st;
     }
@@ -678,8 +675,8 @@ static bora_status wandb_finish(bora_tracker *t, int32_t status)
         struct timespec ts = {(time_t)t_end, (long)((t_end - floor(t_end)) * 1e9)};
         pthread_cond_timedwait(&w->progress, &w->mu, &ts);
     }
-    int done = w->sent == w->spooled && !w->summary_dirty &&
-               (w->ended ? w->completed : w->upserted > 0);
+    int done =
+        w->sent == w->spooled && !w->summary_dirty && (w->ended ? w->completed : w->upserted > 0);
     int64_t left = w->spooled - w->sent;
     char why[512];
     snprintf(why, sizeof why, "%s", w->last_error[0] ? w->last_error : "no answer yet");

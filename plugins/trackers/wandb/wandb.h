@@ -28,7 +28,7 @@ typedef struct wandb {
     double timeout_s, finish_timeout_s;
     int offline, disabled, sync;
 
-    FILE *history; /* appended by the logging thread */
+    FILE *history;     /* appended by the logging thread */
     int64_t last_step; /* the last step in the spool; -1 when none */
     int skipped_reported;
     double runtime_base_s, started_s; /* _runtime continues across resumes */
@@ -41,14 +41,14 @@ typedef struct wandb {
     /* Under mu, shared with the sender. */
     pthread_mutex_t mu;
     pthread_cond_t wake, progress;
-    int64_t spooled, sent;     /* history lines written / acknowledged */
+    int64_t spooled, sent; /* history lines written / acknowledged */
     int64_t upsert_gen, upserted;
-    int32_t exitcode, ended;   /* ended: finish() recorded exitcode */
-    int completed;             /* the server has {"complete": true} */
-    int stop;                  /* the sender must return now */
-    int gave_up;               /* a refusal that retrying cannot mend (401, 404) */
-    char *summary_text;        /* the summary line to send with history, or NULL */
-    int summary_dirty;         /* summary_text changed since the server took it */
+    int32_t exitcode, ended; /* ended: finish() recorded exitcode */
+    int completed;           /* the server has {"complete": true} */
+    int stop;                /* the sender must return now */
+    int gave_up;             /* a refusal that retrying cannot mend (401, 404) */
+    char *summary_text;      /* the summary line to send with history, or NULL */
+    int summary_dirty;       /* summary_text changed since the server took it */
     char entity[256], project[256], wandb_id[256]; /* the file_stream path */
     char last_error[512];
     int sender_running;
