@@ -176,6 +176,18 @@ static const command commands[] = {
      "a graph reading an input bora does not fill is refused), initialises the parameters, and\n"
      "prints the vocabulary, the parameter count, the nodes and kernels of each graph, and its\n"
      "arena against the naive sum of every intermediate.\n"},
+    {"wandb", bora_cmd_wandb, "upload a run's W&B spool (tracker wandb) left behind",
+     "bora wandb sync RUN [--dir DIR] [--timeout DURATION]\n"
+     "\n"
+     "Uploads what the wandb tracker of run RUN (its trainer.id) kept in its spool and the\n"
+     "server has not acknowledged: an offline run (mode: offline), or one whose server was\n"
+     "down when it ended. Lines go to the offsets they had, so running it again, or after a\n"
+     "partial upload, sends no step twice. WANDB_API_KEY must be set; WANDB_BASE_URL, if set,\n"
+     "replaces the server the run used.\n"
+     "\n"
+     "  --dir       the spool directory (the tracker's dir key; runs/RUN/wandb by default)\n"
+     "  --timeout   how long to keep trying before giving up (10m); exit status 1 then, and\n"
+     "              the spool is kept\n"},
     {"plugins", bora_cmd_plugins, "list the components of every plugin found",
      "bora plugins [--json] [KIND NAME]\n"
      "\n"

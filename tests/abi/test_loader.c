@@ -96,9 +96,9 @@ int main(int argc, char **argv)
     CHECK(bora_run(&out, args) == 1);
     CHECK_CONTAINS(out, "no tracker named 'fixtur'; did you mean 'fixture'?");
     free(out);
-    snprintf(args, sizeof args, "plugins tracker wandb --plugin-dir '%s'", good);
+    snprintf(args, sizeof args, "plugins tracker neptune --plugin-dir '%s'", good);
     CHECK(bora_run(&out, args) == 1);
-    CHECK_CONTAINS(out, "no tracker named 'wandb'; available: ");
+    CHECK_CONTAINS(out, "no tracker named 'neptune'; available: ");
     free(out);
     CHECK(bora_run(&out, "plugins widget x") == 2);
     CHECK_CONTAINS(out, "unknown kind 'widget'");

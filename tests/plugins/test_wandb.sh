@@ -1,0 +1,155 @@
+#!/bin/sh
+# The wandb tracker as a user meets it: `bora train` with tracker wandb against a loopback
+# stand-in for W&B's API (wandb_server.py). Its requests are checked against a recording of
+# W&B's own npm client (tests/data/wandb/npm-sdk-0.5.1.jsonl, made by wandb_record.mjs), and
+# every fault — a server that refuses connections for a while, answers 500 or 429, hangs past
+# the timeout, dies mid-run — ends with every step on the server exactly once; so does a run
+# killed (SIGKILL) and resumed, and an offline run uploaded by `bora wandb sync`.
+# usage: test_wandb.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR TESTS_DIR
+set -u
+bora=$1 plugins=$2 tok=$3 text=$4 work=$5 tests=$6
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+py=/usr/bin/python3
+server=$tests/plugins/wandb_server.py
+check="$py $tests/plugins/wandb_check.py"
+head -n 3000 "$text" > small.txt
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+has() { case $1 in *"$2"*) ;; *) fail "no '$2' in:
+$1" ;; esac; }
+export WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567
+unset WANDB_MODE WANDB_ENTITY WANDB_PROJECT WANDB_BASE_URL
+# A free port, kept for the server's restarts.
+port=$($py -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+export WANDB_BASE_URL=http://127.0.0.1:$port
+spid=
+start_server() { # [faults...]
+    rm -f port
+    $py "$server" --port "$port" --port-file port --log log.jsonl --state state.json \
+        --key "$WANDB_API_KEY" "$@" &
+    spid=$!
+    i=0
+    while [ ! -f port ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+}
+stop_server() { [ -n "$spid" ] && kill -KILL "$spid" 2>/dev/null && wait "$spid" 2>/dev/null; spid=; }
+trap 'stop_server' EXIT
+cat > run.yaml <<YAML
+model: {type: gpt2, seq_len: 16, hidden_dim: 16, num_layers: 1, num_heads: 2}
+optimizer: {type: adamw, learning_rate: 1e-2, warmup: 1}
+data: {train_urls: [$work/small.txt], tokenizer: $tok}
+trainer:
+  num_train_steps: 6
+  train_batch_size: 4
+  num_threads: 1
+  checkpointer: {base_path: $work/ckpt, keep: [{every: 5}]}
+  tracker: [{type: wandb, project: proj, entity: tester, tags: [tiny], timeout: 1s,
+             finish_timeout: 30s}]
+YAML
+train() { "$bora" --plugin-dir "$plugins" train run.yaml "$@" 2>&1; }
+
+# 1. The protocol, against W&B's own client's recording.
+start_server
+out=$(train --trainer.id=proto) || fail "run proto: $out"
+$check protocol log.jsonl "$tests/data/wandb/npm-sdk-0.5.1.jsonl" "$WANDB_API_KEY" ||
+    fail "protocol"
+$check steps state.json tester/proj/proto 6 0 runs/proto/wandb/history.jsonl || fail "proto steps"
+has "$(cat state.json)" '\"model\":{\"value\":{\"type\":\"gpt2\"'
+stop_server
+
+# 2. Refused connections for a while: the run ends first, its finish waits and uploads.
+(sleep 2 && exec $py "$server" --port "$port" --log log.jsonl --state state.json \
+    --key "$WANDB_API_KEY") &
+spid=$!
+out=$(train --trainer.id=refused) || fail "run refused: $out"
+stop_server
+$check steps state.json tester/proj/refused 6 0 || fail "refused"
+
+# 3. 500s, 429 with Retry-After, a request that hangs past the timeout.
+for fault in "--fail 2" "--fail 2 --status 429" "--hang 4"; do
+    id=$(echo "$fault" | tr -dc 'a-z0-9')
+    start_server $fault
+    out=$(train --trainer.id="$id") || fail "run $id: $out"
+    $check steps state.json "tester/proj/$id" 6 0 || fail "fault $fault"
+    stop_server
+done
+
+# 4. The server dies mid-run (after it has taken some steps) and comes back.
+start_server
+"$bora" --plugin-dir "$plugins" train run.yaml --trainer.id=dies \
+    --trainer.num_train_steps=300 > dies.log 2>&1 &
+pid=$!
+i=0
+while [ "$($check posts log.jsonl /dies/)" -eq 0 ] && [ $i -lt 300 ]; do
+    sleep 0.1; i=$((i + 1))
+done
+stop_server
+# Steps go on into the spool while the server is gone (unless the run ended first).
+n=$(wc -l < runs/dies/wandb/history.jsonl)
+i=0
+while [ "$(wc -l < runs/dies/wandb/history.jsonl)" -lt $((n + 10)) ] && kill -0 $pid 2>/dev/null &&
+    [ $i -lt 300 ]; do
+    sleep 0.1; i=$((i + 1))
+done
+echo "server down from spool line $n to $(wc -l < runs/dies/wandb/history.jsonl)"
+start_server
+wait $pid || fail "run dies: $(tail -n 5 dies.log)"
+$check steps state.json tester/proj/dies 300 0 runs/dies/wandb/history.jsonl || fail "dies"
+stop_server
+
+# 5. Killed (SIGKILL) past its checkpoint, then resumed and stopped (SIGTERM).
+start_server
+"$bora" --plugin-dir "$plugins" train run.yaml --trainer.id=kr \
+    --trainer.num_train_steps=100000 > kr1.log 2>&1 &
+pid=$!
+i=0
+while ! { grep -q "^step 13/" kr1.log && [ "$($check posts log.jsonl /kr/)" -gt 0 ]; } &&
+    [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+kill -KILL $pid; wait $pid 2>/dev/null
+echo "SIGKILL at spool line $(wc -l < runs/kr/wandb/history.jsonl), server at $($check posts log.jsonl /kr/)"
+killed=$(wc -l < runs/kr/wandb/history.jsonl)
+"$bora" --plugin-dir "$plugins" train run.yaml --trainer.id=kr \
+    --trainer.num_train_steps=100000 > kr2.log 2>&1 &
+pid=$!
+i=0
+while ! grep -q "^step $((killed + 8))/" kr2.log && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+kill -TERM $pid; wait $pid
+grep -q "^resuming run kr" kr2.log || fail "the second run did not resume: $(head -n 20 kr2.log)"
+last=$(wc -l < runs/kr/wandb/history.jsonl)
+[ "$last" -gt "$killed" ] || fail "resumed run logged nothing new ($killed then $last lines)"
+$check steps state.json tester/proj/kr "$last" 255 runs/kr/wandb/history.jsonl ||
+    fail "kill and resume"
+stop_server
+
+# 6. Offline (WANDB_MODE): nothing sent; bora wandb sync uploads it, and again sends nothing.
+: > log.jsonl
+out=$(WANDB_MODE=offline train --trainer.id=off) || fail "offline run: $out"
+has "$out" "bora wandb sync off"
+start_server
+[ "$(wc -l < log.jsonl)" -eq 0 ] || fail "an offline run sent $(wc -l < log.jsonl) requests"
+out=$("$bora" --plugin-dir "$plugins" wandb sync off 2>&1) || fail "sync: $out"
+$check steps state.json tester/proj/off 6 0 runs/off/wandb/history.jsonl || fail "sync"
+out=$("$bora" --plugin-dir "$plugins" wandb sync off 2>&1) || fail "second sync: $out"
+[ "$($check posts log.jsonl /off/)" -eq 6 ] || fail "sync sent lines twice"
+
+# 7. A server that stays down: the run still ends (rc 0), the spool waits for bora wandb sync.
+stop_server
+out=$(train --trainer.id=down --trainer.tracker.0.finish_timeout=1s) || fail "down: $out"
+has "$out" "6 of 6 steps not uploaded"
+has "$out" "bora wandb sync down"
+start_server
+out=$("$bora" --plugin-dir "$plugins" wandb sync down 2>&1) || fail "sync down: $out"
+$check steps state.json tester/proj/down 6 0 || fail "sync after down"
+
+# 8. Refusals, each naming what to fix.
+out=$(WANDB_API_KEY= train --trainer.id=nokey) && fail "a run without WANDB_API_KEY started"
+has "$out" "WANDB_API_KEY is not set"
+out=$(train --trainer.id=badmode --trainer.tracker.0.mode=sometimes) && fail "mode accepted"
+has "$out" "mode: 'sometimes' is not online, offline or disabled"
+out=$("$bora" --plugin-dir "$plugins" wandb sync nosuch 2>&1) && fail "sync of nothing"
+has "$out" "no W&B spool of run 'nosuch' in 'runs/nosuch/wandb'"
+out=$(WANDB_API_KEY=wrong train --trainer.id=wrongkey --trainer.tracker.0.finish_timeout=5s) ||
+    fail "a refused key stopped training: $out"
+has "$out" "HTTP 401"
+
+[ $fails -eq 0 ] && echo "test_wandb: ok"
+[ $fails -eq 0 ]
