@@ -7,6 +7,7 @@
  * Also what generate --hf shares: the model of a folder, built and loaded (bora_hf_open). */
 #include "../ckpt/checkpoint.h"
 #include "../config/schema.h"
+#include "../hf/export.h"
 #include "../hf/import.h"
 #include "../util/log.h"
 #include "../util/str.h"
@@ -48,6 +49,7 @@ static bora_status folder_config(bora_cfg *cfg, bora_registry *reg, const char *
 int bora_cmd_import(const bora_cli *cli)
 {
     const char *hf = NULL, *out = NULL;
+    char out_buf[4096];
     for (int i = 0; i < cli->argc; i++) {
         const char *a = cli->argv[i];
         const char **dst = !strcmp(a, "--out") ? &out : !strcmp(a, "--hf") ? &hf : NULL;
@@ -66,6 +68,8 @@ int bora_cmd_import(const bora_cli *cli)
             return 2;
         }
     }
+    if (out)
+        out = bora_hf_trim_slashes(out, out_buf, sizeof out_buf);
     if (!hf || !out) {
         bora_log(BORA_LOG_ERROR, "import: give a Hugging Face folder and where the checkpoint "
                                  "goes (bora import HF_DIR --out CKPT_DIR)");
