@@ -93,6 +93,7 @@ static const command commands[] = {
      "a failed export leaves nothing.\n"},
     {"import", bora_cmd_import, "read a Hugging Face folder into a checkpoint",
      "bora import HF_DIR --out CKPT_DIR\n"
+     "bora import HF_DIR --print-config\n"
      "\n"
      "Reads a Hugging Face model folder (config.json, and model.safetensors or the shards\n"
      "model.safetensors.index.json lists; F32, BF16 or F16) and writes a checkpoint directory\n"
@@ -103,7 +104,9 @@ static const command commands[] = {
      "quantization_config), a missing, extra or misshapen tensor, and a damaged shard are\n"
      "refused by name. CKPT_DIR must not exist; it appears only once complete.\n"
      "bora eval --hf, bora generate --hf and trainer.initialize_from_hf read a folder\n"
-     "directly.\n"},
+     "directly.\n"
+     "  --print-config      print the model section config.json maps to (checked, with its\n"
+     "                      defaults) as JSON, and read no weights\n"},
     {"cache", bora_cmd_cache, "build the tokenized data cache of a configuration",
      "bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]\n"
      "\n"

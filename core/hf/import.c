@@ -75,6 +75,135 @@ static const bora_hf_key *find_rule(const bora_hf_key *keys, const char *name)
     return NULL;
 }
 
+#define GENERIC(k, rule, value, doc)                 \
+    {                                               \
+        k, rule, 0, NULL, NULL, value, doc          \
+    }
+/* The keys transformers' PretrainedConfig gives every model's config.json, for any model whose
+ * own table does not name them: metadata, the settings of heads other than the causal LM's
+ * (labels, tasks), the output switches of forward(), and the generation settings older
+ * transformers kept in config.json. None changes the function a causal LM computes; those that
+ * would (an encoder-decoder, cross-attention, pruned heads) must hold their default. */
+static const bora_hf_key generic_keys[] = {
+    GENERIC("architectures", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("model_type", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("_name_or_path", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("_commit_hash", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("_attn_implementation", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("transformers_version", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("torch_dtype", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("dtype", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("use_bfloat16", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("use_cache", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("gradient_checkpointing", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("return_dict", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("output_hidden_states", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("output_attentions", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("output_past", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("torchscript", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("tf_legacy_loss", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("chunk_size_feed_forward", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("bos_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("eos_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("pad_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("sep_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("decoder_start_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("tokenizer_class", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("prefix", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("task_specific_params", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("problem_type", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("finetuning_task", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("id2label", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("label2id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("num_labels", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("_num_labels", BORA_HF_IGNORE, NULL, NULL),
+    /* generation settings (generation_config.json's since transformers 4.26) */
+    GENERIC("max_length", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("min_length", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("do_sample", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("early_stopping", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("num_beams", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("num_beam_groups", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("diversity_penalty", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("temperature", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("top_k", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("top_p", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("typical_p", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("repetition_penalty", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("length_penalty", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("no_repeat_ngram_size", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("encoder_no_repeat_ngram_size", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("bad_words_ids", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("num_return_sequences", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("output_scores", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("return_dict_in_generate", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("forced_bos_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("forced_eos_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("remove_invalid_values", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("exponential_decay_length_penalty", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("suppress_tokens", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("begin_suppress_tokens", BORA_HF_IGNORE, NULL, NULL),
+    /* these change the model: only their defaults describe a causal LM bora builds */
+    GENERIC("is_encoder_decoder", BORA_HF_EXPECT, "false", "bora's models are decoders alone"),
+    GENERIC("add_cross_attention", BORA_HF_EXPECT, "false",
+            "bora's models are decoders without cross-attention"),
+    GENERIC("tie_encoder_decoder", BORA_HF_EXPECT, "false", "bora's models have no encoder"),
+    GENERIC("cross_attention_hidden_size", BORA_HF_EXPECT, "null", "bora's models have no encoder"),
+    GENERIC("pruned_heads", BORA_HF_EXPECT, "{}", "bora's models keep every attention head"),
+    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+};
+
+/* transformers 5 writes RoPE's settings as one object, rope_parameters ({rope_type, rope_theta,
+ * factor, ...}), where earlier versions wrote rope_theta and rope_scaling: read into those two
+ * (for a model whose table reads them), refusing a file that gives both ways differently. */
+static bora_status split_rope_parameters(const char *file, const bora_hf_key *keys, json_object *c)
+{
+    json_object *rp = NULL;
+    if (!json_object_object_get_ex(c, "rope_parameters", &rp) || !find_rule(keys, "rope_scaling") ||
+        !find_rule(keys, "rope_theta"))
+        return BORA_OK; /* absent, or refused by name as any key the model does not read */
+    if (rp && !json_object_is_type(rp, json_type_object))
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "%s: rope_parameters is %s; give an object {rope_type, rope_theta, "
+                              "...} or null",
+                              file, jtext(rp));
+    json_object *theta = NULL, *type = NULL, *scaling = NULL;
+    if (rp) {
+        json_object_object_get_ex(rp, "rope_theta", &theta);
+        json_object_object_get_ex(rp, "rope_type", &type);
+        int plain = !type || (json_object_is_type(type, json_type_string) &&
+                              !strcmp(json_object_get_string(type), "default"));
+        if (!plain) {
+            scaling = json_object_new_object();
+            json_object_object_foreach(rp, k, v)
+            {
+                if (strcmp(k, "rope_theta"))
+                    json_object_object_add(scaling, k, v ? json_object_get(v) : NULL);
+            }
+        }
+    }
+    struct {
+        const char *key;
+        json_object *v;
+    } to[] = {{"rope_theta", theta}, {"rope_scaling", scaling}};
+    bora_status st = BORA_OK;
+    for (int i = 0; i < 2 && st == BORA_OK; i++) {
+        json_object *old = NULL;
+        int had = json_object_object_get_ex(c, to[i].key, &old);
+        if (had && !json_same(old, to[i].v) && (i == 1 || to[i].v))
+            st = bora_error_set(BORA_ERR_CONFIG,
+                                "%s: %s is %s, but rope_parameters makes it %s: give one of the "
+                                "two",
+                                file, to[i].key, jtext(old), jtext(to[i].v));
+        else if (!had && (to[i].v || i == 1))
+            json_object_object_add(c, to[i].key, to[i].v ? json_object_get(to[i].v) : NULL);
+    }
+    json_object_put(scaling);
+    if (st == BORA_OK)
+        json_object_object_del(c, "rope_parameters");
+    return st;
+}
+
 /* Apply the model's table to config.json's object c into sec; 0 when every key passed. */
 static bora_status map_keys(const char *file, const char *type, const bora_hf_key *keys,
                             json_object *c, json_object *sec)
@@ -82,6 +211,8 @@ static bora_status map_keys(const char *file, const char *type, const bora_hf_ke
     json_object_object_foreach(c, name, v)
     {
         const bora_hf_key *r = find_rule(keys, name);
+        if (!r)
+            r = find_rule(generic_keys, name);
         json_object *want = r && r->value ? json_tokener_parse(r->value) : NULL;
         bora_status st = BORA_OK;
         const char *dst = r && r->key ? r->key : name;
@@ -174,7 +305,9 @@ bora_status bora_hf_model_section(const bora_registry *reg, const char *hf_dir, 
     json_object *sec = st == BORA_OK ? json_object_new_object() : NULL;
     if (st == BORA_OK) {
         json_object_object_add(sec, "type", json_object_new_string(type));
-        st = map_keys(file, type, ((const bora_model_ops *)e->ops)->hf_keys, c, sec);
+        st = split_rope_parameters(file, ((const bora_model_ops *)e->ops)->hf_keys, c);
+        if (st == BORA_OK)
+            st = map_keys(file, type, ((const bora_model_ops *)e->ops)->hf_keys, c, sec);
     }
     if (st == BORA_OK && !(*out = bora_strdup(jtext(sec))))
         st = bora_error_set(BORA_ERR_NOMEM, "out of memory");

@@ -322,6 +322,9 @@ static const bora_hf_key gpt2_hf_keys[] = {
      "bora's GPT-2 ties its head to transformer.wte.weight"},
     {"add_cross_attention", BORA_HF_EXPECT, 0, NULL, NULL, "false",
      "bora's GPT-2 is a decoder without cross-attention"},
+    {"n_special", BORA_HF_EXPECT, 0, NULL, NULL, "0",
+     "bora's GPT-2 has no embeddings of extra special tokens beside vocab_size"},
+    GPT2_META("predict_special_tokens"), /* read only by GPT2DoubleHeadsModel */
     GPT2_DROPOUT("attn_pdrop"),
     GPT2_DROPOUT("embd_pdrop"),
     GPT2_DROPOUT("resid_pdrop"),

@@ -117,8 +117,14 @@ const bora_key llama_keys_qwen3[] = {
         HF_COPY("num_hidden_layers"), HF_COPY("num_attention_heads"),                              \
         HF_COPY("num_key_value_heads"), HF_COPY("max_position_embeddings"), HF_COPY("hidden_act"), \
         HF_COPY("initializer_range"), HF_COPY("rms_norm_eps"), HF_COPY("tie_word_embeddings"),     \
-        HF_COPY("rope_theta"), HF_COPY("rope_scaling"), HF_COPY("partial_rotary_factor"),          \
-        HF_COPY("attention_dropout"),                                                              \
+        HF_COPY("rope_theta"), HF_COPY("rope_scaling"), HF_COPY("attention_dropout"),              \
+        {"partial_rotary_factor",                                                                  \
+         BORA_HF_EXPECT,                                                                           \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         NULL,                                                                                     \
+         "1",                                                                                      \
+         "the four types rotate the whole head"},                                                  \
         {"pretraining_tp",                                                                         \
          BORA_HF_EXPECT,                                                                           \
          0,                                                                                        \
@@ -145,6 +151,9 @@ const bora_hf_key llama_hf_keys_mistral[] = {
 };
 const bora_hf_key llama_hf_keys_qwen2[] = {
     HF_COMMON,
+    /* Qwen2-VL's multimodal RoPE; text-only Qwen2.5 files say false */
+    {"use_mrope", BORA_HF_EXPECT, 0, NULL, NULL, "false",
+     "bora's qwen2 rotates by one position per token (Qwen2-VL's multimodal RoPE is not supported)"},
     HF_COPY("use_sliding_window"),
     HF_COPY("sliding_window"),
     HF_COPY("max_window_layers"),
