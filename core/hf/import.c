@@ -545,10 +545,83 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *dims)
 typedef struct loader {
     g_store *s;
     const char *dir, *model;
+    char head_path[4200]; /* the file holding lm_head.weight for a tied head, or "" */
     json_object *wmap; /* the index's weight_map, or NULL for one model.safetensors */
     char *seen;        /* per slot: the shard it was found in + 1 */
     float *buf;        /* the largest parameter, converted */
 } loader;
+
+/* The embedding a file's lm_head.weight is, for a model that ties its head to it (and so has no
+ * lm_head.weight of its own): its slot, or -1. transformers and vLLM load such files, the head
+ * being the embedding. */
+static long tied_to(const g_store *s, const char *name)
+{
+    static const char *const embeddings[] = {"model.embed_tokens.weight", "transformer.wte.weight"};
+    if (strcmp(name, "lm_head.weight") || find_param(s, name) >= 0)
+        return -1;
+    for (size_t i = 0; i < sizeof embeddings / sizeof embeddings[0]; i++) {
+        long at = g_store_find(s, embeddings[i]);
+        if (at >= 0)
+            return at;
+    }
+    return -1;
+}
+
+/* A tied head's lm_head.weight in the file is skipped when it is the embedding bit for bit
+ * (after conversion to f32, as the embedding was read), and refused when it is another matrix:
+ * a tied model would silently drop it. */
+static bora_status check_tied_head(loader *L)
+{
+    long emb = tied_to(L->s, "lm_head.weight");
+    const g_slot *sl = &L->s->slots[emb];
+    bora_safetensors *f;
+    bora_status st = bora_st_open(L->head_path, &f);
+    if (st != BORA_OK)
+        return st;
+    const bora_st_tensor *t = bora_st_find(f, "lm_head.weight");
+    int same = t && t->ndim == sl->ndim;
+    for (int d = 0; same && d < sl->ndim; d++)
+        same = t->shape[d] == sl->dims[d];
+    size_t n = sl->nbytes / sizeof(float), esize = t && !strcmp(t->st_dtype, "F32") ? 4 : 2;
+    unsigned char *raw = NULL;
+    float *mine = NULL;
+    if (!same) {
+        char want[128], got[128];
+        shape_text(want, sizeof want, sl->ndim, sl->dims);
+        shape_text(got, sizeof got, t ? t->ndim : 0, t ? t->shape : NULL);
+        st = bora_error_set(BORA_ERR_CONFIG,
+                            "%s: tensor 'lm_head.weight' is %s, but model %s ties its head to "
+                            "'%s' (%s)",
+                            L->head_path, got, L->model, sl->name, want);
+    } else if (strcmp(t->st_dtype, "F32") && strcmp(t->st_dtype, "BF16") &&
+               strcmp(t->st_dtype, "F16")) {
+        st = bora_error_set(BORA_ERR_UNSUPPORTED,
+                            "%s: tensor 'lm_head.weight' is %s; bora imports F32, BF16 and F16 "
+                            "weights",
+                            L->head_path, t->st_dtype);
+    } else if (!(raw = malloc(n * esize)) || !(mine = malloc(sl->nbytes))) {
+        st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    } else if ((st = bora_st_read(f, t, raw, n * esize)) == BORA_OK &&
+               (st = L->s->ops->copy_out(L->s->backend, mine, L->s->params, sl->offset,
+                                         sl->nbytes)) == BORA_OK) {
+        to_f32(t->st_dtype, raw, L->buf, n);
+        size_t i = 0;
+        while (i < n && !memcmp(&L->buf[i], &mine[i], sizeof(float)))
+            i++;
+        if (i < n)
+            st = bora_error_set(BORA_ERR_CONFIG,
+                                "%s: tensor 'lm_head.weight' differs from '%s' (first at element "
+                                "%zu: %g, not %g), but model %s ties its head to the embedding: "
+                                "the file holds an untied head (for the Llama family, set "
+                                "tie_word_embeddings to false in config.json)",
+                                L->head_path, sl->name, i, (double)L->buf[i], (double)mine[i],
+                                L->model);
+    }
+    free(raw);
+    free(mine);
+    bora_st_close(f);
+    return st;
+}
 
 /* Copy every tensor of one file (the shard'th) into the store. */
 static bora_status load_shard(loader *L, const char *file, size_t shard)
@@ -583,6 +656,13 @@ static bora_status load_shard(loader *L, const char *file, size_t shard)
                                 path, t->name, where ? "puts in " : "does not list",
                                 where ? json_object_get_string(where) : "");
             break;
+        }
+        if (at < 0 && tied_to(L->s, t->name) >= 0) {
+            if (*L->head_path)
+                st = bora_error_set(BORA_ERR_INVALID, "%s: tensor '%s' is there twice", path,
+                                    t->name);
+            snprintf(L->head_path, sizeof L->head_path, "%s", path);
+            continue; /* compared with the embedding once every shard is read */
         }
         if (at < 0) {
             st = bora_error_set(BORA_ERR_CONFIG,
@@ -631,7 +711,7 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
     char index_path[4200], single[4200];
     snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", hf_dir);
     snprintf(single, sizeof single, "%s/model.safetensors", hf_dir);
-    loader L = {s, hf_dir, model, NULL, calloc(s->n_slots + 1, 1), NULL};
+    loader L = {s, hf_dir, model, "", NULL, calloc(s->n_slots + 1, 1), NULL};
     json_object *index = NULL;
     const char **files = NULL;
     size_t n_files = 0, largest = 0;
@@ -670,7 +750,7 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
                                     "%s: tensor '%s' is in %s, which is not a file name in the "
                                     "folder",
                                     index_path, name, jtext(where));
-            else if (find_param(s, name) < 0 && !is_buffer(name))
+            else if (find_param(s, name) < 0 && !is_buffer(name) && tied_to(s, name) < 0)
                 st = bora_error_set(BORA_ERR_CONFIG,
                                     "%s lists tensor '%s', which is no parameter of model %s "
                                     "(config.json and the weights do not belong together)",
@@ -706,6 +786,8 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
         if (!L.seen[i])
             st = bora_error_set(BORA_ERR_CONFIG, "%s: no tensor '%s' (a parameter of model %s)",
                                 n_files == 1 && !L.wmap ? single : hf_dir, s->slots[i].name, model);
+    if (st == BORA_OK && *L.head_path)
+        st = check_tied_head(&L);
     g_store_params_changed(s);
     json_object_put(index);
     free(files);

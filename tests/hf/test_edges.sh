@@ -137,3 +137,46 @@ edit v5-both Llama-3.2-1B "c['rope_parameters'] = dict(c['rope_scaling'], rope_t
 import_refused "rope_theta is 500000.0, but rope_parameters makes it 10000.0" v5-both
 edit quant Qwen3-0.6B "c['quantization_config'] = {'bits': 4}"
 import_refused "key 'quantization_config' is not one bora's qwen3 reads" quant
+
+# ---- a tied model whose file also holds lm_head.weight ------------------------------------------
+# add_head DIR EMBEDDING [CHANGE]: DIR/model.safetensors gets lm_head.weight, a copy of the
+# embedding (its first value changed with CHANGE), as some published tied models hold it
+add_head() {
+    "$py" - "$1/model.safetensors" "$2" "${3:-}" <<'PY'
+import json, struct, sys
+path, emb, change = sys.argv[1], sys.argv[2], sys.argv[3]
+data = open(path, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+head, body = json.loads(data[8:8 + n]), bytearray(data[8 + n:])
+e = head[emb]
+a, b = e["data_offsets"]
+copy = bytearray(body[a:b])
+if change:
+    copy[0] ^= 1
+head["lm_head.weight"] = dict(e, data_offsets=[len(body), len(body) + len(copy)])
+body += copy
+text = json.dumps(head).encode()
+text += b" " * (-len(text) % 8)
+open(path, "wb").write(struct.pack("<Q", len(text)) + text + bytes(body))
+PY
+}
+train q "{type: qwen2, seq_len: 16, hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, tie_word_embeddings: true}"
+for dt in f32 bf16; do
+    B export --checkpoint ck/q --out q-$dt --dtype $dt > /dev/null 2>&1 || fail "export q --dtype $dt"
+    cp -r q-$dt q-$dt-other
+    add_head q-$dt model.embed_tokens.weight
+    out=$(B import q-$dt --out q-$dt.ckpt 2>&1) || fail "a tied $dt head the embedding is: $out"
+    out=$(B generate --checkpoint q-$dt.ckpt --prompt "the" --max-tokens 3 --temperature 0 2>&1) ||
+        fail "generate from the tied $dt import: $out"
+    add_head q-$dt-other model.embed_tokens.weight change
+    if out=$(B import q-$dt-other --out q-$dt-other.ckpt 2>&1); then
+        fail "a tied $dt head that is not the embedding: accepted"
+    else
+        has "$out" "q-$dt-other/model.safetensors: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' (first at element 0"
+    fi
+    [ -e q-$dt-other.ckpt ] && fail "a refused import left q-$dt-other.ckpt"
+done
+cp -r hf1 g-head && add_head g-head transformer.wte.weight
+out=$(B import g-head --out g-head.ckpt 2>&1) || fail "GPT-2 with lm_head.weight: $out"
+[ $fails = 0 ] && echo "hf edges: all pass"
+exit $((fails > 0))
