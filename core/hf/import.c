@@ -382,9 +382,21 @@ bora_status bora_hf_apply_config(bora_cfg *cfg, const bora_registry *reg, const 
     }
     json_object_object_add(doc, "model", sec);
     bora_config *data = bora_cfg_child(root, "data");
-    snprintf(tok, sizeof tok, "%s/tokenizer.json", hf_dir);
+    /* the folder is the tokenizer when it holds the files bora_tokenizer_load reads from a
+     * folder: tokenizer.json (or .gz), or GPT-2's pair */
+    static const char *const tok_files[][2] = {{"tokenizer.json", NULL},
+                                               {"tokenizer.json.gz", NULL},
+                                               {"vocab.json", "merges.txt"},
+                                               {"encoder.json", "vocab.bpe"}};
+    int has_tok = 0;
+    for (size_t i = 0; i < sizeof tok_files / sizeof tok_files[0] && !has_tok; i++) {
+        snprintf(tok, sizeof tok, "%s/%s", hf_dir, tok_files[i][0]);
+        has_tok = access(tok, R_OK) == 0;
+        snprintf(tok, sizeof tok, "%s/%s", hf_dir, tok_files[i][1] ? tok_files[i][1] : "");
+        has_tok = has_tok && (!tok_files[i][1] || access(tok, R_OK) == 0);
+    }
     char *abs = realpath(hf_dir, NULL);
-    if (!bora_cfg_child(data, "tokenizer") && access(tok, R_OK) == 0 && abs) {
+    if (!bora_cfg_child(data, "tokenizer") && has_tok && abs) {
         json_object *d = json_object_new_object();
         json_object_object_add(d, "tokenizer", json_object_new_string(abs));
         json_object_object_add(doc, "data", d);

