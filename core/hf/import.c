@@ -363,9 +363,22 @@ bora_status bora_hf_apply_config(bora_cfg *cfg, const bora_registry *reg, const 
     free(text);
     bora_config *root = bora_cfg_root(cfg), *m = bora_cfg_child(root, "model");
     if (m && m->kind == BORA_NODE_MAP) {
-        /* A model section beside the folder may only repeat it (or add what config.json does
-         * not hold, such as seq_len for the Llama family): a differing shape would not fit the
-         * weights, and another value would silently be a different model. */
+        /* A model section beside the folder may only repeat it, or add bora's own keys that
+         * no config.json holds (seq_len for the Llama family, gradient_checkpointing): a
+         * differing shape would not fit the weights, and another value, or a key config.json
+         * leaves to its default, would silently be a different model. */
+        static const char *const own[] = {"seq_len", "gradient_checkpointing"};
+        for (size_t i = 0; i < m->n; i++) {
+            int ok = json_object_object_get_ex(sec, m->keys[i], NULL);
+            for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+                ok |= !strcmp(m->keys[i], own[k]);
+            if (!ok)
+                bora_cfg_error(cfg, m->values[i],
+                               "model.%s: %s does not give it, so the folder's model has the "
+                               "default; leave model.%s out (beside a Hugging Face folder, "
+                               "model: may add only seq_len and gradient_checkpointing)",
+                               m->keys[i], file, m->keys[i]);
+        }
         json_object_object_foreach(sec, key, v)
         {
             for (size_t i = 0; i < m->n; i++)

@@ -192,5 +192,53 @@ want=$(echo "$want" | head -n 1) got=$(echo "$got" | head -n 1)
 out=$(B import g2.hf --out g2.ckpt 2>&1) || fail "import g2.hf: $out"
 grep -q "\"tokenizer\": *\"$work/g2.hf\"" g2.ckpt/trainer.json ||
     fail "the import's trainer.json names no tokenizer: $(grep -o '"data": {[^}]*}' g2.ckpt/trainer.json)"
+
+# ---- a model: section beside a folder adds only bora's own keys ----------------------------------
+for extra in "use_bias: true" "gradient_checkpointing: true"; do
+    cat > beside.yaml <<YAML
+model: {seq_len: 16, $extra}
+data: {validation_urls: [$work/small.txt], tokenizer: $tok}
+trainer: {max_eval_batches: 1, train_batch_size: 2, num_threads: 1}
+YAML
+    out=$(B eval beside.yaml --hf hf1 2>&1)
+    case $extra in
+    use_bias*) has "$out" "model.use_bias: hf1/config.json does not give it, so the folder's model has the default" ;;
+    *) [ -n "$(echo "$out" | grep -i loss)" ] || fail "eval --hf with model.$extra: $out" ;;
+    esac
+done
+
+# ---- what export writes for what transformers reads differently ----------------------------------
+L="hidden_size: 16, intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 1"
+train yarn "{type: llama, seq_len: 16, $L, rope_scaling: {rope_type: yarn, factor: 4}}"
+train yarn8 "{type: llama, seq_len: 16, $L, rope_scaling: {rope_type: yarn, factor: 4, original_max_position_embeddings: 8}}"
+for r in yarn yarn8; do
+    out=$(B export --checkpoint ck/$r --out $r.hf 2>&1) || fail "export $r: $out"
+done
+"$py" - <<'PY' || fail "yarn's original_max_position_embeddings: $(grep -o '"rope_scaling": {[^}]*}' yarn.hf/config.json yarn8.hf/config.json)"
+import json
+a = json.load(open("yarn.hf/config.json"))["rope_scaling"]
+b = json.load(open("yarn8.hf/config.json"))["rope_scaling"]
+assert "original_max_position_embeddings" not in a and a["factor"] == 4, a
+assert b["original_max_position_embeddings"] == 8, b
+PY
+# GPT-2 without biases: GPT2LMHeadModel has them
+train nobias "{type: gpt2, seq_len: 16, hidden_dim: 16, num_layers: 1, num_heads: 2, use_bias: false}"
+refused "model.use_bias is false, but Hugging Face's GPT2LMHeadModel always has biases" \
+    --checkpoint ck/nobias --out nobias.hf
+[ -e nobias.hf ] && fail "a refused export wrote nobias.hf"
+# Qwen2 layers that slide before the last run of sliding layers: layer_types, and a warning
+Q="type: qwen2, seq_len: 16, $L, use_sliding_window: true, sliding_window: 4"
+train early "{$Q, layer_types: [sliding_attention, full_attention]}"
+train late "{$Q, layer_types: [full_attention, sliding_attention]}"
+out=$(B export --checkpoint ck/early --out early.hf 2>&1) || fail "export early: $out"
+has "$out" "qwen2: 1 sliding layer(s) come before the last run of sliding layers, which starts at layer 2"
+out=$(B export --checkpoint ck/late --out late.hf 2>&1) || fail "export late: $out"
+case $out in *"sliding layer(s) come before"*) fail "a trailing run warned: $out" ;; esac
+"$py" - <<'PY' || fail "max_window_layers: $(grep -o '"layer_types".*' early.hf/config.json late.hf/config.json)"
+import json
+e, l = json.load(open("early.hf/config.json")), json.load(open("late.hf/config.json"))
+assert e["layer_types"] == ["sliding_attention", "full_attention"] and e["max_window_layers"] == 2, e
+assert l["layer_types"] == ["full_attention", "sliding_attention"] and l["max_window_layers"] == 1, l
+PY
 [ $fails = 0 ] && echo "hf edges: all pass"
 exit $((fails > 0))

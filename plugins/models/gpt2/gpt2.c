@@ -270,6 +270,11 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
 static bora_status gpt2_hf_config(bora_model *model, char *buf, size_t cap, size_t *len)
 {
     const gpt2 *m = (const gpt2 *)model;
+    if (!m->use_bias)
+        return m->h->fail(m->h, BORA_ERR_UNSUPPORTED,
+                          "model.use_bias is false, but Hugging Face's GPT2LMHeadModel always has "
+                          "biases (it would fill the missing ones with random values): only a "
+                          "GPT-2 trained with use_bias: true can be exported");
     const char *act = m->activation == BORA_OP_GELU_TANH    ? "gelu_new"
                       : m->activation == BORA_OP_GELU_EXACT ? "gelu"
                       : m->activation == BORA_OP_RELU       ? "relu"
