@@ -764,6 +764,14 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
                                 index_path);
         /* every parameter listed, nothing else; the shards in the order first named */
         json_object *wmap = st == BORA_OK ? L.wmap : json_object_new_object();
+        size_t names = (size_t)json_object_object_length(wmap);
+        if (st == BORA_OK && names > s->n_slots) {
+            const char **more = realloc(files, (names + 1) * sizeof *files);
+            if (more)
+                files = more;
+            else
+                st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
+        }
         json_object_object_foreach(wmap, name, where)
         {
             if (st != BORA_OK)
@@ -783,8 +791,8 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
             size_t k = 0;
             while (st == BORA_OK && k < n_files && strcmp(files[k], w))
                 k++;
-            if (st == BORA_OK && k == n_files && n_files < s->n_slots)
-                files[n_files++] = w;
+            if (st == BORA_OK && k == n_files)
+                files[n_files++] = w; /* room: one per weight_map entry */
         }
         if (wmap != L.wmap)
             json_object_put(wmap);

@@ -240,5 +240,20 @@ e, l = json.load(open("early.hf/config.json")), json.load(open("late.hf/config.j
 assert e["layer_types"] == ["sliding_attention", "full_attention"] and e["max_window_layers"] == 2, e
 assert l["layer_types"] == ["full_attention", "sliding_attention"] and l["max_window_layers"] == 1, l
 PY
+
+# ---- an index naming more shards than the model has parameters: each is read ---------------------
+out=$(B export --checkpoint ck/g --out many.hf --max-shard-size 1 2>&1) || fail "export one tensor a shard: $out"
+"$py" - <<'PY'
+import json
+p = "many.hf/model.safetensors.index.json"
+i = json.load(open(p))
+i["weight_map"]["transformer.h.0.attn.bias"] = "model-masks.safetensors"
+json.dump(i, open(p, "w"))
+PY
+if out=$(B import many.hf --out many.ckpt 2>&1); then
+    fail "an index naming a missing shard: accepted"
+else
+    has "$out" "many.hf/model.safetensors.index.json lists shard model-masks.safetensors, which is missing"
+fi
 [ $fails = 0 ] && echo "hf edges: all pass"
 exit $((fails > 0))
