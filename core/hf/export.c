@@ -13,10 +13,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +177,7 @@ bora_status bora_hf_check_out(const char *out, int force, const char *checkpoint
                               out);
     /* the folder is replaced whole: never one that holds what is being exported */
     char *real = realpath(out, NULL);
-    const char *what = !real                         ? NULL
+    const char *what = !real                      ? NULL
                        : within(real, checkpoint) ? "the checkpoint"
                        : within(real, tokenizer)  ? "the tokenizer"
                                                   : NULL;
@@ -715,8 +715,10 @@ static void clean_stale(const char *parent, const char *base)
         snprintf(path, sizeof path, "%s/%s", parent, name);
         snprintf(out, sizeof out, "%s/%s", parent, base);
         if (old && stat(out, &sb) != 0 && rename(path, out) == 0) {
-            bora_log(BORA_LOG_WARN, "export: put back %s, which an interrupted export had moved "
-                                    "aside", out);
+            bora_log(BORA_LOG_WARN,
+                     "export: put back %s, which an interrupted export had moved "
+                     "aside",
+                     out);
             continue;
         }
         rm_rf(path);

@@ -75,9 +75,9 @@ static const bora_hf_key *find_rule(const bora_hf_key *keys, const char *name)
     return NULL;
 }
 
-#define GENERIC(k, rule, value, doc)                 \
-    {                                               \
-        k, rule, 0, NULL, NULL, value, doc          \
+#define GENERIC(k, rule, value, doc)       \
+    {                                      \
+        k, rule, 0, NULL, NULL, value, doc \
     }
 /* The keys transformers' PretrainedConfig gives every model's config.json, for any model whose
  * own table does not name them: metadata, the settings of heads other than the causal LM's
@@ -571,9 +571,9 @@ typedef struct loader {
     g_store *s;
     const char *dir, *model;
     char head_path[4200]; /* the file holding lm_head.weight for a tied head, or "" */
-    json_object *wmap; /* the index's weight_map, or NULL for one model.safetensors */
-    char *seen;        /* per slot: the shard it was found in + 1 */
-    float *buf;        /* the largest parameter, converted */
+    json_object *wmap;    /* the index's weight_map, or NULL for one model.safetensors */
+    char *seen;           /* per slot: the shard it was found in + 1 */
+    float *buf;           /* the largest parameter, converted */
 } loader;
 
 /* The embedding a file's lm_head.weight is, for a model that ties its head to it (and so has no

@@ -153,7 +153,8 @@ const bora_hf_key llama_hf_keys_qwen2[] = {
     HF_COMMON,
     /* Qwen2-VL's multimodal RoPE; text-only Qwen2.5 files say false */
     {"use_mrope", BORA_HF_EXPECT, 0, NULL, NULL, "false",
-     "bora's qwen2 rotates by one position per token (Qwen2-VL's multimodal RoPE is not supported)"},
+     "bora's qwen2 rotates by one position per token (Qwen2-VL's multimodal RoPE is not "
+     "supported)"},
     HF_COPY("use_sliding_window"),
     HF_COPY("sliding_window"),
     HF_COPY("max_window_layers"),
@@ -628,7 +629,6 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
                   "starts at layer %lld: config.json's layer_types says which layers slide "
                   "(transformers' Qwen2/Qwen3 configs read it since 4.53), but readers older than "
                   "layer_types slide only the layers from max_window_layers (%lld) on",
-                  llama_kind_name[m->kind], (long long)before, (long long)first,
-                  (long long)first);
+                  llama_kind_name[m->kind], (long long)before, (long long)first, (long long)first);
     return BORA_OK;
 }
