@@ -19,6 +19,7 @@
 
 typedef struct export_opts {
     const char *checkpoint, *out, *tokenizer;
+    char out_buf[4096]; /* --out without trailing slashes */
     bora_hf_export hf;
 } export_opts;
 
@@ -46,7 +47,7 @@ static int parse_opts(const bora_cli *cli, export_opts *o)
         if (!strcmp(a, "--checkpoint"))
             o->checkpoint = v;
         else if (!strcmp(a, "--out"))
-            o->out = v;
+            o->out = bora_hf_trim_slashes(v, o->out_buf, sizeof o->out_buf);
         else if (!strcmp(a, "--tokenizer"))
             o->tokenizer = v;
         else if (!strcmp(a, "--force"))
@@ -103,7 +104,7 @@ int bora_cmd_export(const bora_cli *cli)
         return rc;
     rc = 1;
     /* --out is checked first: a refusal should not wait for the model to load */
-    if (bora_hf_check_out(o.out, o.hf.force) != BORA_OK) {
+    if (bora_hf_check_out(o.out, o.hf.force, o.checkpoint, o.tokenizer) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "export: %s", bora_error_get());
         return 1;
     }
@@ -142,6 +143,7 @@ int bora_cmd_export(const bora_cli *cli)
     bora_cfg_string(trainer, "backend", "auto", &backend_name);
     bora_cfg_string(bora_cfg_child(root, "data"), "tokenizer", "", &run_tok);
     o.hf.out = o.out;
+    o.hf.checkpoint = o.checkpoint;
     o.hf.tokenizer = o.tokenizer ? o.tokenizer : *run_tok ? run_tok : NULL;
     o.hf.tokenizer_required = o.tokenizer != NULL;
     const bora_entry *me, *be_entry = bora_registry_pick_backend(reg, backend_name);

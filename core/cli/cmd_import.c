@@ -7,6 +7,7 @@
  * Also what generate --hf shares: the model of a folder, built and loaded (bora_hf_open). */
 #include "../ckpt/checkpoint.h"
 #include "../config/schema.h"
+#include "../hf/export.h"
 #include "../hf/import.h"
 #include "../util/log.h"
 #include "../util/str.h"
@@ -20,7 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const import_options[] = {"--out", "--hf", BORA_CLI_GLOBAL_OPTIONS, NULL};
+static const char *const import_options[] = {"--out", "--hf", "--print-config",
+                                             BORA_CLI_GLOBAL_OPTIONS, NULL};
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -45,13 +47,50 @@ static bora_status folder_config(bora_cfg *cfg, bora_registry *reg, const char *
     return BORA_OK;
 }
 
+/* --print-config: the model section the folder's config.json maps to, checked and with its
+ * defaults, as JSON on stdout; the model is made (so its plugin checks the values) but no weight
+ * is read. */
+static int print_model_section(const bora_cli *cli, const char *hf)
+{
+    int rc = 1;
+    bora_registry *reg = bora_cli_load_plugins(cli);
+    bora_cfg *cfg = bora_cfg_new();
+    const bora_entry *me = NULL;
+    bora_model *model = NULL;
+    if (!reg || !cfg)
+        goto out;
+    if (folder_config(cfg, reg, hf, &me) != BORA_OK) {
+        bora_cfg_print_errors(cfg, stderr);
+        goto out;
+    }
+    bora_config *mnode = bora_cfg_child(bora_cfg_root(cfg), "model");
+    const bora_model_ops *mops = (const bora_model_ops *)me->ops;
+    if (mops->create(&me->file->host, mnode, &model) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "import: %s/config.json: model %s: %s", hf, me->ops->name,
+                 bora_error_get());
+        goto out;
+    }
+    mops->destroy(model);
+    bora_cfg_write_json(mnode, stdout);
+    putchar('\n');
+    rc = 0;
+out:
+    bora_cfg_free(cfg);
+    bora_registry_free(reg);
+    return rc;
+}
+
 int bora_cmd_import(const bora_cli *cli)
 {
     const char *hf = NULL, *out = NULL;
+    char out_buf[4096];
+    int print_config = 0;
     for (int i = 0; i < cli->argc; i++) {
         const char *a = cli->argv[i];
         const char **dst = !strcmp(a, "--out") ? &out : !strcmp(a, "--hf") ? &hf : NULL;
-        if (dst) {
+        if (!strcmp(a, "--print-config")) {
+            print_config = 1;
+        } else if (dst) {
             if (i + 1 >= cli->argc || !*cli->argv[i + 1]) {
                 bora_log(BORA_LOG_ERROR, "import: %s needs a directory", a);
                 return 2;
@@ -66,6 +105,10 @@ int bora_cmd_import(const bora_cli *cli)
             return 2;
         }
     }
+    if (out)
+        out = bora_hf_trim_slashes(out, out_buf, sizeof out_buf);
+    if (hf && print_config)
+        return print_model_section(cli, hf);
     if (!hf || !out) {
         bora_log(BORA_LOG_ERROR, "import: give a Hugging Face folder and where the checkpoint "
                                  "goes (bora import HF_DIR --out CKPT_DIR)");

@@ -87,23 +87,29 @@ static const command commands[] = {
      "                      with tokenizer_config.json and special_tokens_map.json, or GPT-2's\n"
      "                      encoder.json + vocab.bpe as vocab.json + merges.txt; where the run's\n"
      "                      cannot be read, the folder is written without, and a warning says so\n"
-     "  --force             replace an existing HF_DIR that is not empty\n"
+     "  --force             replace an existing HF_DIR that an earlier export wrote\n"
+     "                      (config.json and *.safetensors); never the checkpoint or the\n"
+     "                      tokenizer, nor a folder holding them\n"
      "\n"
      "The folder is written beside HF_DIR under a hidden name and renamed into place at the end:\n"
      "a failed export leaves nothing.\n"},
     {"import", bora_cmd_import, "read a Hugging Face folder into a checkpoint",
      "bora import HF_DIR --out CKPT_DIR\n"
+     "bora import HF_DIR --print-config\n"
      "\n"
      "Reads a Hugging Face model folder (config.json, and model.safetensors or the shards\n"
      "model.safetensors.index.json lists; F32, BF16 or F16) and writes a checkpoint directory\n"
      "that bora eval --checkpoint, bora generate --checkpoint and trainer.load_checkpoint take:\n"
      "model.safetensors in f32 and a trainer.json holding the model section config.json maps\n"
      "to (config.json's model_type is the model's type) and data.tokenizer naming the folder\n"
-     "when it holds a tokenizer.json. A config.json key the model does not read (such as\n"
+     "when it holds a tokenizer.json or vocab.json + merges.txt. A config.json key the model does "
+     "not read (such as\n"
      "quantization_config), a missing, extra or misshapen tensor, and a damaged shard are\n"
      "refused by name. CKPT_DIR must not exist; it appears only once complete.\n"
      "bora eval --hf, bora generate --hf and trainer.initialize_from_hf read a folder\n"
-     "directly.\n"},
+     "directly.\n"
+     "  --print-config      print the model section config.json maps to (checked, with its\n"
+     "                      defaults) as JSON, and read no weights\n"},
     {"cache", bora_cmd_cache, "build the tokenized data cache of a configuration",
      "bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]\n"
      "\n"

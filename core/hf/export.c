@@ -16,12 +16,25 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+const char *bora_hf_trim_slashes(const char *path, char *buf, size_t cap)
+{
+    size_t n = strlen(path);
+    if (n < 2 || path[n - 1] != '/' || n >= cap)
+        return path;
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    memcpy(buf, path, n);
+    buf[n] = 0;
+    return buf;
+}
 
 bora_status bora_hf_parse_dtype(const char *text, int32_t *dtype)
 {
@@ -100,7 +113,51 @@ static int dir_is_empty(const char *path)
     return d && empty;
 }
 
-bora_status bora_hf_check_out(const char *out, int force)
+/* Whether path is dir_real (resolved) or lies under it. */
+static int within(const char *dir_real, const char *path)
+{
+    char *p = path ? realpath(path, NULL) : NULL;
+    size_t n = strlen(dir_real);
+    int in = p && !strncmp(p, dir_real, n) && (p[n] == 0 || p[n] == '/' || n == 1);
+    free(p);
+    return in;
+}
+
+/* Why dir is not a folder bora export could have written (NULL when it could be): one holds
+ * config.json and weights in *.safetensors, files only, and no trainer.json. */
+static const char *not_an_export(const char *dir, char *why, size_t cap)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int config = 0, weights = 0;
+    *why = 0;
+    while (d && !*why && (e = readdir(d)) != NULL) {
+        char path[8400];
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t n = strlen(e->d_name);
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            snprintf(why, cap, "it holds %s, which is not a file", e->d_name);
+        else if (!strcmp(e->d_name, "trainer.json"))
+            snprintf(why, cap, "it holds trainer.json, as a checkpoint does");
+        config |= !strcmp(e->d_name, "config.json");
+        weights |= n > 12 && !strcmp(e->d_name + n - 12, ".safetensors");
+    }
+    if (d)
+        closedir(d);
+    if (!d)
+        snprintf(why, cap, "it cannot be read: %s", strerror(errno));
+    else if (!*why && (!config || !weights))
+        snprintf(why, cap, "it has no config.json and *.safetensors");
+    return *why ? why : NULL;
+}
+
+static void clean_stale(const char *parent, const char *base);
+
+bora_status bora_hf_check_out(const char *out, int force, const char *checkpoint,
+                              const char *tokenizer)
 {
     char parent[4096];
     const char *base;
@@ -112,16 +169,38 @@ bora_status bora_hf_check_out(const char *out, int force)
         return bora_error_set(BORA_ERR_NOT_FOUND,
                               "--out %s: its parent directory %s does not exist; make it first",
                               out, parent);
+    clean_stale(parent, base);
     if (stat(out, &st) != 0)
         return BORA_OK;
     if (!S_ISDIR(st.st_mode))
         return bora_error_set(BORA_ERR_INVALID, "--out %s is a file, not a directory; give another",
                               out);
-    if (!force && !dir_is_empty(out))
+    /* the folder is replaced whole: never one that holds what is being exported */
+    char *real = realpath(out, NULL);
+    const char *what = !real                      ? NULL
+                       : within(real, checkpoint) ? "the checkpoint"
+                       : within(real, tokenizer)  ? "the tokenizer"
+                                                  : NULL;
+    free(real);
+    if (what)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "--out %s is or holds %s being exported (%s); give a directory "
+                              "outside it",
+                              out, what, what[4] == 'c' ? checkpoint : tokenizer);
+    if (dir_is_empty(out))
+        return BORA_OK;
+    if (!force)
         return bora_error_set(BORA_ERR_INVALID,
                               "--out %s exists and is not empty; give a new directory, or --force "
                               "to replace it",
                               out);
+    char why[512];
+    if (not_an_export(out, why, sizeof why))
+        return bora_error_set(BORA_ERR_INVALID,
+                              "--out %s is not a Hugging Face folder an export wrote (%s): "
+                              "--force replaces only an empty directory or an earlier export; "
+                              "give another directory",
+                              out, why);
     return BORA_OK;
 }
 
@@ -600,8 +679,11 @@ static bora_status move_into_place(const char *tmp, const char *out, const char 
         return bora_error_set(BORA_ERR_IO, "cannot move %s aside: %s", out, strerror(errno));
     if (rename(tmp, out) != 0) {
         int err = errno;
-        if (had)
-            rename(old, out);
+        if (had && rename(old, out) != 0)
+            return bora_error_set(BORA_ERR_IO,
+                                  "cannot rename %s to %s: %s; the earlier %s could not be put "
+                                  "back (%s): it is %s, rename it yourself",
+                                  tmp, out, strerror(err), out, strerror(errno), old);
         return bora_error_set(BORA_ERR_IO, "cannot rename %s to %s: %s", tmp, out, strerror(err));
     }
     if (had)
@@ -609,10 +691,46 @@ static bora_status move_into_place(const char *tmp, const char *out, const char 
     return fsync_dir(parent);
 }
 
+/* What an export killed part way left beside out: its hidden work folder is removed, and the
+ * earlier folder it had moved aside is put back when out is missing (the kill came between the
+ * two renames), else removed. Only those of processes no longer running. */
+static void clean_stale(const char *parent, const char *base)
+{
+    DIR *d = opendir(parent);
+    struct dirent *e;
+    size_t n = strlen(base);
+    while (d && (e = readdir(d)) != NULL) {
+        const char *name = e->d_name, *tail = name + 1 + n;
+        if (name[0] != '.' || strncmp(name + 1, base, n) || tail[0] != '.')
+            continue;
+        int old = !strncmp(tail, ".old-export-", 12);
+        if (!old && strncmp(tail, ".tmp-export-", 12))
+            continue;
+        char *end;
+        long pid = strtol(tail + 12, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[8400], out[8400];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", parent, name);
+        snprintf(out, sizeof out, "%s/%s", parent, base);
+        if (old && stat(out, &sb) != 0 && rename(path, out) == 0) {
+            bora_log(BORA_LOG_WARN,
+                     "export: put back %s, which an interrupted export had moved "
+                     "aside",
+                     out);
+            continue;
+        }
+        rm_rf(path);
+    }
+    if (d)
+        closedir(d);
+}
+
 bora_status bora_hf_write(const bora_hf_export *o, const char *hf_config,
                           const bora_st_entry *tensors, size_t n)
 {
-    bora_status st = bora_hf_check_out(o->out, o->force);
+    bora_status st = bora_hf_check_out(o->out, o->force, o->checkpoint, o->tokenizer);
     if (st != BORA_OK)
         return st;
     json_object *cfg = json_tokener_parse(hf_config);

@@ -75,6 +75,135 @@ static const bora_hf_key *find_rule(const bora_hf_key *keys, const char *name)
     return NULL;
 }
 
+#define GENERIC(k, rule, value, doc)       \
+    {                                      \
+        k, rule, 0, NULL, NULL, value, doc \
+    }
+/* The keys transformers' PretrainedConfig gives every model's config.json, for any model whose
+ * own table does not name them: metadata, the settings of heads other than the causal LM's
+ * (labels, tasks), the output switches of forward(), and the generation settings older
+ * transformers kept in config.json. None changes the function a causal LM computes; those that
+ * would (an encoder-decoder, cross-attention, pruned heads) must hold their default. */
+static const bora_hf_key generic_keys[] = {
+    GENERIC("architectures", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("model_type", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("_name_or_path", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("_commit_hash", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("_attn_implementation", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("transformers_version", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("torch_dtype", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("dtype", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("use_bfloat16", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("use_cache", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("gradient_checkpointing", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("return_dict", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("output_hidden_states", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("output_attentions", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("output_past", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("torchscript", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("tf_legacy_loss", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("chunk_size_feed_forward", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("bos_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("eos_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("pad_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("sep_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("decoder_start_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("tokenizer_class", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("prefix", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("task_specific_params", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("problem_type", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("finetuning_task", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("id2label", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("label2id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("num_labels", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("_num_labels", BORA_HF_IGNORE, NULL, NULL),
+    /* generation settings (generation_config.json's since transformers 4.26) */
+    GENERIC("max_length", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("min_length", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("do_sample", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("early_stopping", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("num_beams", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("num_beam_groups", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("diversity_penalty", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("temperature", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("top_k", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("top_p", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("typical_p", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("repetition_penalty", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("length_penalty", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("no_repeat_ngram_size", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("encoder_no_repeat_ngram_size", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("bad_words_ids", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("num_return_sequences", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("output_scores", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("return_dict_in_generate", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("forced_bos_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("forced_eos_token_id", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("remove_invalid_values", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("exponential_decay_length_penalty", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("suppress_tokens", BORA_HF_IGNORE, NULL, NULL),
+    GENERIC("begin_suppress_tokens", BORA_HF_IGNORE, NULL, NULL),
+    /* these change the model: only their defaults describe a causal LM bora builds */
+    GENERIC("is_encoder_decoder", BORA_HF_EXPECT, "false", "bora's models are decoders alone"),
+    GENERIC("add_cross_attention", BORA_HF_EXPECT, "false",
+            "bora's models are decoders without cross-attention"),
+    GENERIC("tie_encoder_decoder", BORA_HF_EXPECT, "false", "bora's models have no encoder"),
+    GENERIC("cross_attention_hidden_size", BORA_HF_EXPECT, "null", "bora's models have no encoder"),
+    GENERIC("pruned_heads", BORA_HF_EXPECT, "{}", "bora's models keep every attention head"),
+    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+};
+
+/* transformers 5 writes RoPE's settings as one object, rope_parameters ({rope_type, rope_theta,
+ * factor, ...}), where earlier versions wrote rope_theta and rope_scaling: read into those two
+ * (for a model whose table reads them), refusing a file that gives both ways differently. */
+static bora_status split_rope_parameters(const char *file, const bora_hf_key *keys, json_object *c)
+{
+    json_object *rp = NULL;
+    if (!json_object_object_get_ex(c, "rope_parameters", &rp) || !find_rule(keys, "rope_scaling") ||
+        !find_rule(keys, "rope_theta"))
+        return BORA_OK; /* absent, or refused by name as any key the model does not read */
+    if (rp && !json_object_is_type(rp, json_type_object))
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "%s: rope_parameters is %s; give an object {rope_type, rope_theta, "
+                              "...} or null",
+                              file, jtext(rp));
+    json_object *theta = NULL, *type = NULL, *scaling = NULL;
+    if (rp) {
+        json_object_object_get_ex(rp, "rope_theta", &theta);
+        json_object_object_get_ex(rp, "rope_type", &type);
+        int plain = !type || (json_object_is_type(type, json_type_string) &&
+                              !strcmp(json_object_get_string(type), "default"));
+        if (!plain) {
+            scaling = json_object_new_object();
+            json_object_object_foreach(rp, k, v)
+            {
+                if (strcmp(k, "rope_theta"))
+                    json_object_object_add(scaling, k, v ? json_object_get(v) : NULL);
+            }
+        }
+    }
+    struct {
+        const char *key;
+        json_object *v;
+    } to[] = {{"rope_theta", theta}, {"rope_scaling", scaling}};
+    bora_status st = BORA_OK;
+    for (int i = 0; i < 2 && st == BORA_OK; i++) {
+        json_object *old = NULL;
+        int had = json_object_object_get_ex(c, to[i].key, &old);
+        if (had && !json_same(old, to[i].v) && (i == 1 || to[i].v))
+            st = bora_error_set(BORA_ERR_CONFIG,
+                                "%s: %s is %s, but rope_parameters makes it %s: give one of the "
+                                "two",
+                                file, to[i].key, jtext(old), jtext(to[i].v));
+        else if (!had && (to[i].v || i == 1))
+            json_object_object_add(c, to[i].key, to[i].v ? json_object_get(to[i].v) : NULL);
+    }
+    json_object_put(scaling);
+    if (st == BORA_OK)
+        json_object_object_del(c, "rope_parameters");
+    return st;
+}
+
 /* Apply the model's table to config.json's object c into sec; 0 when every key passed. */
 static bora_status map_keys(const char *file, const char *type, const bora_hf_key *keys,
                             json_object *c, json_object *sec)
@@ -82,6 +211,8 @@ static bora_status map_keys(const char *file, const char *type, const bora_hf_ke
     json_object_object_foreach(c, name, v)
     {
         const bora_hf_key *r = find_rule(keys, name);
+        if (!r)
+            r = find_rule(generic_keys, name);
         json_object *want = r && r->value ? json_tokener_parse(r->value) : NULL;
         bora_status st = BORA_OK;
         const char *dst = r && r->key ? r->key : name;
@@ -174,7 +305,9 @@ bora_status bora_hf_model_section(const bora_registry *reg, const char *hf_dir, 
     json_object *sec = st == BORA_OK ? json_object_new_object() : NULL;
     if (st == BORA_OK) {
         json_object_object_add(sec, "type", json_object_new_string(type));
-        st = map_keys(file, type, ((const bora_model_ops *)e->ops)->hf_keys, c, sec);
+        st = split_rope_parameters(file, ((const bora_model_ops *)e->ops)->hf_keys, c);
+        if (st == BORA_OK)
+            st = map_keys(file, type, ((const bora_model_ops *)e->ops)->hf_keys, c, sec);
     }
     if (st == BORA_OK && !(*out = bora_strdup(jtext(sec))))
         st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
@@ -230,9 +363,22 @@ bora_status bora_hf_apply_config(bora_cfg *cfg, const bora_registry *reg, const 
     free(text);
     bora_config *root = bora_cfg_root(cfg), *m = bora_cfg_child(root, "model");
     if (m && m->kind == BORA_NODE_MAP) {
-        /* A model section beside the folder may only repeat it (or add what config.json does
-         * not hold, such as seq_len for the Llama family): a differing shape would not fit the
-         * weights, and another value would silently be a different model. */
+        /* A model section beside the folder may only repeat it, or add bora's own keys that
+         * no config.json holds (seq_len for the Llama family, gradient_checkpointing): a
+         * differing shape would not fit the weights, and another value, or a key config.json
+         * leaves to its default, would silently be a different model. */
+        static const char *const own[] = {"seq_len", "gradient_checkpointing"};
+        for (size_t i = 0; i < m->n; i++) {
+            int ok = json_object_object_get_ex(sec, m->keys[i], NULL);
+            for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+                ok |= !strcmp(m->keys[i], own[k]);
+            if (!ok)
+                bora_cfg_error(cfg, m->values[i],
+                               "model.%s: %s does not give it, so the folder's model has the "
+                               "default; leave model.%s out (beside a Hugging Face folder, "
+                               "model: may add only seq_len and gradient_checkpointing)",
+                               m->keys[i], file, m->keys[i]);
+        }
         json_object_object_foreach(sec, key, v)
         {
             for (size_t i = 0; i < m->n; i++)
@@ -249,9 +395,21 @@ bora_status bora_hf_apply_config(bora_cfg *cfg, const bora_registry *reg, const 
     }
     json_object_object_add(doc, "model", sec);
     bora_config *data = bora_cfg_child(root, "data");
-    snprintf(tok, sizeof tok, "%s/tokenizer.json", hf_dir);
+    /* the folder is the tokenizer when it holds the files bora_tokenizer_load reads from a
+     * folder: tokenizer.json (or .gz), or GPT-2's pair */
+    static const char *const tok_files[][2] = {{"tokenizer.json", NULL},
+                                               {"tokenizer.json.gz", NULL},
+                                               {"vocab.json", "merges.txt"},
+                                               {"encoder.json", "vocab.bpe"}};
+    int has_tok = 0;
+    for (size_t i = 0; i < sizeof tok_files / sizeof tok_files[0] && !has_tok; i++) {
+        snprintf(tok, sizeof tok, "%s/%s", hf_dir, tok_files[i][0]);
+        has_tok = access(tok, R_OK) == 0;
+        snprintf(tok, sizeof tok, "%s/%s", hf_dir, tok_files[i][1] ? tok_files[i][1] : "");
+        has_tok = has_tok && (!tok_files[i][1] || access(tok, R_OK) == 0);
+    }
     char *abs = realpath(hf_dir, NULL);
-    if (!bora_cfg_child(data, "tokenizer") && access(tok, R_OK) == 0 && abs) {
+    if (!bora_cfg_child(data, "tokenizer") && has_tok && abs) {
         json_object *d = json_object_new_object();
         json_object_object_add(d, "tokenizer", json_object_new_string(abs));
         json_object_object_add(doc, "data", d);
@@ -412,10 +570,83 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *dims)
 typedef struct loader {
     g_store *s;
     const char *dir, *model;
-    json_object *wmap; /* the index's weight_map, or NULL for one model.safetensors */
-    char *seen;        /* per slot: the shard it was found in + 1 */
-    float *buf;        /* the largest parameter, converted */
+    char head_path[4200]; /* the file holding lm_head.weight for a tied head, or "" */
+    json_object *wmap;    /* the index's weight_map, or NULL for one model.safetensors */
+    char *seen;           /* per slot: the shard it was found in + 1 */
+    float *buf;           /* the largest parameter, converted */
 } loader;
+
+/* The embedding a file's lm_head.weight is, for a model that ties its head to it (and so has no
+ * lm_head.weight of its own): its slot, or -1. transformers and vLLM load such files, the head
+ * being the embedding. */
+static long tied_to(const g_store *s, const char *name)
+{
+    static const char *const embeddings[] = {"model.embed_tokens.weight", "transformer.wte.weight"};
+    if (strcmp(name, "lm_head.weight") || find_param(s, name) >= 0)
+        return -1;
+    for (size_t i = 0; i < sizeof embeddings / sizeof embeddings[0]; i++) {
+        long at = g_store_find(s, embeddings[i]);
+        if (at >= 0)
+            return at;
+    }
+    return -1;
+}
+
+/* A tied head's lm_head.weight in the file is skipped when it is the embedding bit for bit
+ * (after conversion to f32, as the embedding was read), and refused when it is another matrix:
+ * a tied model would silently drop it. */
+static bora_status check_tied_head(loader *L)
+{
+    long emb = tied_to(L->s, "lm_head.weight");
+    const g_slot *sl = &L->s->slots[emb];
+    bora_safetensors *f;
+    bora_status st = bora_st_open(L->head_path, &f);
+    if (st != BORA_OK)
+        return st;
+    const bora_st_tensor *t = bora_st_find(f, "lm_head.weight");
+    int same = t && t->ndim == sl->ndim;
+    for (int d = 0; same && d < sl->ndim; d++)
+        same = t->shape[d] == sl->dims[d];
+    size_t n = sl->nbytes / sizeof(float), esize = t && !strcmp(t->st_dtype, "F32") ? 4 : 2;
+    unsigned char *raw = NULL;
+    float *mine = NULL;
+    if (!same) {
+        char want[128], got[128];
+        shape_text(want, sizeof want, sl->ndim, sl->dims);
+        shape_text(got, sizeof got, t ? t->ndim : 0, t ? t->shape : NULL);
+        st = bora_error_set(BORA_ERR_CONFIG,
+                            "%s: tensor 'lm_head.weight' is %s, but model %s ties its head to "
+                            "'%s' (%s)",
+                            L->head_path, got, L->model, sl->name, want);
+    } else if (strcmp(t->st_dtype, "F32") && strcmp(t->st_dtype, "BF16") &&
+               strcmp(t->st_dtype, "F16")) {
+        st = bora_error_set(BORA_ERR_UNSUPPORTED,
+                            "%s: tensor 'lm_head.weight' is %s; bora imports F32, BF16 and F16 "
+                            "weights",
+                            L->head_path, t->st_dtype);
+    } else if (!(raw = malloc(n * esize)) || !(mine = malloc(sl->nbytes))) {
+        st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    } else if ((st = bora_st_read(f, t, raw, n * esize)) == BORA_OK &&
+               (st = L->s->ops->copy_out(L->s->backend, mine, L->s->params, sl->offset,
+                                         sl->nbytes)) == BORA_OK) {
+        to_f32(t->st_dtype, raw, L->buf, n);
+        size_t i = 0;
+        while (i < n && !memcmp(&L->buf[i], &mine[i], sizeof(float)))
+            i++;
+        if (i < n)
+            st = bora_error_set(BORA_ERR_CONFIG,
+                                "%s: tensor 'lm_head.weight' differs from '%s' (first at element "
+                                "%zu: %g, not %g), but model %s ties its head to the embedding: "
+                                "the file holds an untied head (for the Llama family, set "
+                                "tie_word_embeddings to false in config.json)",
+                                L->head_path, sl->name, i, (double)L->buf[i], (double)mine[i],
+                                L->model);
+    }
+    free(raw);
+    free(mine);
+    bora_st_close(f);
+    return st;
+}
 
 /* Copy every tensor of one file (the shard'th) into the store. */
 static bora_status load_shard(loader *L, const char *file, size_t shard)
@@ -450,6 +681,13 @@ static bora_status load_shard(loader *L, const char *file, size_t shard)
                                 path, t->name, where ? "puts in " : "does not list",
                                 where ? json_object_get_string(where) : "");
             break;
+        }
+        if (at < 0 && tied_to(L->s, t->name) >= 0) {
+            if (*L->head_path)
+                st = bora_error_set(BORA_ERR_INVALID, "%s: tensor '%s' is there twice", path,
+                                    t->name);
+            snprintf(L->head_path, sizeof L->head_path, "%s", path);
+            continue; /* compared with the embedding once every shard is read */
         }
         if (at < 0) {
             st = bora_error_set(BORA_ERR_CONFIG,
@@ -498,7 +736,7 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
     char index_path[4200], single[4200];
     snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", hf_dir);
     snprintf(single, sizeof single, "%s/model.safetensors", hf_dir);
-    loader L = {s, hf_dir, model, NULL, calloc(s->n_slots + 1, 1), NULL};
+    loader L = {s, hf_dir, model, "", NULL, calloc(s->n_slots + 1, 1), NULL};
     json_object *index = NULL;
     const char **files = NULL;
     size_t n_files = 0, largest = 0;
@@ -526,6 +764,14 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
                                 index_path);
         /* every parameter listed, nothing else; the shards in the order first named */
         json_object *wmap = st == BORA_OK ? L.wmap : json_object_new_object();
+        size_t names = (size_t)json_object_object_length(wmap);
+        if (st == BORA_OK && names > s->n_slots) {
+            const char **more = realloc(files, (names + 1) * sizeof *files);
+            if (more)
+                files = more;
+            else
+                st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
+        }
         json_object_object_foreach(wmap, name, where)
         {
             if (st != BORA_OK)
@@ -537,7 +783,7 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
                                     "%s: tensor '%s' is in %s, which is not a file name in the "
                                     "folder",
                                     index_path, name, jtext(where));
-            else if (find_param(s, name) < 0 && !is_buffer(name))
+            else if (find_param(s, name) < 0 && !is_buffer(name) && tied_to(s, name) < 0)
                 st = bora_error_set(BORA_ERR_CONFIG,
                                     "%s lists tensor '%s', which is no parameter of model %s "
                                     "(config.json and the weights do not belong together)",
@@ -545,8 +791,8 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
             size_t k = 0;
             while (st == BORA_OK && k < n_files && strcmp(files[k], w))
                 k++;
-            if (st == BORA_OK && k == n_files && n_files < s->n_slots)
-                files[n_files++] = w;
+            if (st == BORA_OK && k == n_files)
+                files[n_files++] = w; /* room: one per weight_map entry */
         }
         if (wmap != L.wmap)
             json_object_put(wmap);
@@ -573,6 +819,8 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
         if (!L.seen[i])
             st = bora_error_set(BORA_ERR_CONFIG, "%s: no tensor '%s' (a parameter of model %s)",
                                 n_files == 1 && !L.wmap ? single : hf_dir, s->slots[i].name, model);
+    if (st == BORA_OK && *L.head_path)
+        st = check_tied_head(&L);
     g_store_params_changed(s);
     json_object_put(index);
     free(files);

@@ -18,7 +18,8 @@ bora_status bora_hf_model_section(const bora_registry *reg, const char *hf_dir, 
 
 /* Put the folder's model into cfg: its model section merged into model: (a key the
  * configuration gives must have the folder's value; each that differs is reported at its
- * position), and data.tokenizer set to the folder when it holds a tokenizer.json and the
+ * position), and data.tokenizer set to the folder when it holds a tokenizer (tokenizer.json or
+ * tokenizer.json.gz, or GPT-2's vocab.json + merges.txt or encoder.json + vocab.bpe) and the
  * configuration names none. Problems are cfg's diagnostics; BORA_ERR_CONFIG when any. */
 bora_status bora_hf_apply_config(bora_cfg *cfg, const bora_registry *reg, const char *hf_dir);
 

@@ -120,7 +120,10 @@ cp -r ckpt/gpt2/step-20 big-step-20
 refused "tensor 'transformer.h.1.ln_2.weight' holds 70000" --checkpoint big-step-20 --out parent/x --dtype f16
 out=$(b export --checkpoint big-step-20 --out parent/big --dtype bf16 2>&1) ||
     fail "bf16 holds 70000: $out"
-# --force replaces; sizes in other units
+# --force replaces a folder an export wrote (beside a file of the user's); sizes in other units
+refused "--out parent/full is not a Hugging Face folder an export wrote" --checkpoint ckpt/gpt2 \
+    --out parent/full --force
+cp hf-gpt2-f32/* parent/full/
 out=$(b export --checkpoint ckpt/gpt2 --out parent/full --force --max-shard-size 2MiB 2>&1) ||
     fail "export --force: $out"
 [ -e parent/full/mine.txt ] && fail "--force kept the old folder's file"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Export then import gives back the parameters bit for bit, for every model type bora ships
 # (gpt2, llama, mistral, qwen2, qwen3), single-file and sharded: an f32 export imports to the
-# checkpoint's own bits; a bf16 export imports to the checkpoint rounded to bf16, and exporting
+# checkpoint's own bits, and the model its config.json describes gives the run's eval loss to
+# the bit; a bf16 export imports to the checkpoint rounded to bf16, and exporting
 # that import in bf16 again gives the same files, byte for byte.
 # usage: test_roundtrip.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
@@ -64,6 +65,10 @@ data: {train_urls: [$work/small.txt], tokenizer: $tok}
 trainer: {num_train_steps: 3, train_batch_size: 4, num_threads: 1, id: $type, tracker: [], checkpointer: {base_path: $work/ckpt}}
 YAML
     out=$(B train $type.yaml 2>&1) || { fail "$type: train: $out"; continue; }
+    eval="data: {train_urls: [$work/small.txt], validation_urls: [$work/small.txt], tokenizer: $tok}
+trainer: {max_eval_batches: 4, train_batch_size: 4, num_threads: 1}"
+    printf 'model: %s\n%s\n' "$model" "$eval" > $type.eval.yaml
+    printf 'model: {seq_len: 16}\n%s\n' "$eval" > hf.eval.yaml
     ck=ckpt/$type/step-3
     for shard in "" "--max-shard-size 20KB"; do
         tag=$type${shard:+-sharded}
@@ -75,6 +80,11 @@ YAML
         out=$(B import $tag.hf --out $tag.ckpt 2>&1) || { fail "$tag: import: $out"; continue; }
         same $ck/model.safetensors $tag.ckpt/model.safetensors > /dev/null ||
             fail "$tag: f32 export then import changed the parameters"
+        # the model config.json describes is the run's: the same loss on the same data, to the bit
+        a=$(B eval $type.eval.yaml --checkpoint $ck --json 2> err.txt) || fail "$tag: eval: $(cat err.txt)"
+        b=$(B eval hf.eval.yaml --hf $tag.hf --json 2> err.txt) || fail "$tag: eval --hf: $(cat err.txt)"
+        a=$(echo "$a" | sed -n 's/.*"eval\/loss": \([^,]*\),.*/\1/p') b=$(echo "$b" | sed -n 's/.*"eval\/loss": \([^,]*\),.*/\1/p')
+        [ -n "$a" ] && [ "$a" = "$b" ] || fail "$tag: eval loss $a from the checkpoint, '$b' from the export's config.json"
         # shellcheck disable=SC2086
         out=$(B export --checkpoint $ck --out $tag.bf16 --dtype bf16 $shard 2>&1) ||
             { fail "$tag: export bf16: $out"; continue; }

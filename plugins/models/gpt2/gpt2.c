@@ -270,6 +270,11 @@ static bora_status gpt2_build(bora_model *model, bora_graph *g, int32_t mode, bo
 static bora_status gpt2_hf_config(bora_model *model, char *buf, size_t cap, size_t *len)
 {
     const gpt2 *m = (const gpt2 *)model;
+    if (!m->use_bias)
+        return m->h->fail(m->h, BORA_ERR_UNSUPPORTED,
+                          "model.use_bias is false, but Hugging Face's GPT2LMHeadModel always has "
+                          "biases (it would fill the missing ones with random values): only a "
+                          "GPT-2 trained with use_bias: true can be exported");
     const char *act = m->activation == BORA_OP_GELU_TANH    ? "gelu_new"
                       : m->activation == BORA_OP_GELU_EXACT ? "gelu"
                       : m->activation == BORA_OP_RELU       ? "relu"
@@ -322,6 +327,9 @@ static const bora_hf_key gpt2_hf_keys[] = {
      "bora's GPT-2 ties its head to transformer.wte.weight"},
     {"add_cross_attention", BORA_HF_EXPECT, 0, NULL, NULL, "false",
      "bora's GPT-2 is a decoder without cross-attention"},
+    {"n_special", BORA_HF_EXPECT, 0, NULL, NULL, "0",
+     "bora's GPT-2 has no embeddings of extra special tokens beside vocab_size"},
+    GPT2_META("predict_special_tokens"), /* read only by GPT2DoubleHeadsModel */
     GPT2_DROPOUT("attn_pdrop"),
     GPT2_DROPOUT("embd_pdrop"),
     GPT2_DROPOUT("resid_pdrop"),

@@ -117,8 +117,14 @@ const bora_key llama_keys_qwen3[] = {
         HF_COPY("num_hidden_layers"), HF_COPY("num_attention_heads"),                              \
         HF_COPY("num_key_value_heads"), HF_COPY("max_position_embeddings"), HF_COPY("hidden_act"), \
         HF_COPY("initializer_range"), HF_COPY("rms_norm_eps"), HF_COPY("tie_word_embeddings"),     \
-        HF_COPY("rope_theta"), HF_COPY("rope_scaling"), HF_COPY("partial_rotary_factor"),          \
-        HF_COPY("attention_dropout"),                                                              \
+        HF_COPY("rope_theta"), HF_COPY("rope_scaling"), HF_COPY("attention_dropout"),              \
+        {"partial_rotary_factor",                                                                  \
+         BORA_HF_EXPECT,                                                                           \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         NULL,                                                                                     \
+         "1",                                                                                      \
+         "the four types rotate the whole head"},                                                  \
         {"pretraining_tp",                                                                         \
          BORA_HF_EXPECT,                                                                           \
          0,                                                                                        \
@@ -145,6 +151,10 @@ const bora_hf_key llama_hf_keys_mistral[] = {
 };
 const bora_hf_key llama_hf_keys_qwen2[] = {
     HF_COMMON,
+    /* Qwen2-VL's multimodal RoPE; text-only Qwen2.5 files say false */
+    {"use_mrope", BORA_HF_EXPECT, 0, NULL, NULL, "false",
+     "bora's qwen2 rotates by one position per token (Qwen2-VL's multimodal RoPE is not "
+     "supported)"},
     HF_COPY("use_sliding_window"),
     HF_COPY("sliding_window"),
     HF_COPY("max_window_layers"),
@@ -266,6 +276,7 @@ static bora_status read_rope(const bora_host *h, const bora_config *cfg, llama *
         (st = h->config_bool(h, rs, "truncate", 1, &truncate)) != BORA_OK)
         return st;
     s->truncate = truncate;
+    m->rope_original_given = h->config_child(h, rs, "original_max_position_embeddings") != NULL;
     /* transformers' fallbacks: the original context is the model's, and yarn without a factor
      * scales by the ratio of the two. Dynamic NTK grows the base past max_position_embeddings
      * only (_compute_dynamic_ntk_parameters and dynamic_rope_update read nothing else; an
@@ -537,7 +548,7 @@ static void put_rope(jbuf *b, const llama *m)
     }
     put(b, "\"rope_scaling\": {\"rope_type\": \"%s\", \"factor\": %.17g", kinds[s->kind],
         s->factor);
-    if (s->original_max_position_embeddings)
+    if (m->rope_original_given)
         put(b, ", \"original_max_position_embeddings\": %lld",
             (long long)s->original_max_position_embeddings);
     if (s->kind == BORA_ROPE_LLAMA3)
@@ -563,6 +574,7 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
     static const char *const arch[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                        "Qwen3ForCausalLM"};
     jbuf b = {buf, cap, 0};
+    int64_t first = 0, before = 0; /* the last run of sliding layers; sliding layers before it */
     put(&b,
         "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"vocab_size\": %lld, "
         "\"hidden_size\": %lld, \"intermediate_size\": %lld, \"num_hidden_layers\": %lld, "
@@ -601,13 +613,22 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
                 m->slides[l] ? "sliding_attention" : "full_attention");
         /* the first sliding layer, for readers that predate layer_types (all of them from
          * there on slide, as the keys that made them say) */
-        int64_t first = m->num_hidden_layers;
+        first = m->num_hidden_layers;
         while (first > 0 && m->slides[first - 1])
             first--;
+        for (int64_t l = 0; l < first; l++)
+            before += m->slides[l];
         put(&b, "], \"max_window_layers\": %lld", (long long)first);
     }
     put(&b, "}");
     /* with cap too small, *len is the size needed (sdk/bora/model.h) */
     *len = b.len;
+    if (before && b.len < cap) /* once, on the call whose buffer holds it all */
+        m->h->log(m->h, BORA_LOG_WARN,
+                  "%s: %lld sliding layer(s) come before the last run of sliding layers, which "
+                  "starts at layer %lld: config.json's layer_types says which layers slide "
+                  "(transformers' Qwen2/Qwen3 configs read it since 4.53), but readers older than "
+                  "layer_types slide only the layers from max_window_layers (%lld) on",
+                  llama_kind_name[m->kind], (long long)before, (long long)first, (long long)first);
     return BORA_OK;
 }

@@ -30,6 +30,9 @@ typedef struct llama {
     int64_t sliding_window; /* the window's size where a layer slides (0: no window) */
     uint8_t *slides;        /* per layer: 1 where the layer attends within the window */
     bora_rope_spec rope;    /* rope_theta and rope_scaling */
+    /* whether rope_scaling gave original_max_position_embeddings (else it is a fallback, which
+     * config.json must not state: transformers <= 4.55 would derive yarn's factor from it) */
+    int rope_original_given;
     int gradient_checkpointing;
 } llama;
 
