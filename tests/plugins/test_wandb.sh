@@ -4,7 +4,8 @@
 # W&B's own npm client (tests/data/wandb/npm-sdk-0.5.1.jsonl, made by wandb_record.mjs), and
 # every fault — a server that refuses connections for a while, answers 500 or 429, hangs past
 # the timeout, dies mid-run — ends with every step on the server exactly once; so does a run
-# killed (SIGKILL) and resumed, and an offline run uploaded by `bora wandb sync`.
+# killed (SIGKILL) and resumed, and an offline run uploaded by `bora wandb sync`. Eval metrics
+# join their step's line, and the server's summary is the spool's.
 # usage: test_wandb.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR TESTS_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5 tests=$6
@@ -36,9 +37,11 @@ trap 'stop_server' EXIT
 cat > run.yaml <<YAML
 model: {type: gpt2, seq_len: 16, hidden_dim: 16, num_layers: 1, num_heads: 2}
 optimizer: {type: adamw, learning_rate: 1e-2, warmup: 1}
-data: {train_urls: [$work/small.txt], tokenizer: $tok}
+data: {train_urls: [$work/small.txt], validation_urls: [$work/small.txt], tokenizer: $tok}
 trainer:
   num_train_steps: 6
+  steps_per_eval: 4
+  max_eval_batches: 1
   train_batch_size: 4
   num_threads: 1
   checkpointer: {base_path: $work/ckpt, keep: [{every: 5}]}
@@ -53,6 +56,8 @@ out=$(train --trainer.id=proto) || fail "run proto: $out"
 $check protocol log.jsonl "$tests/data/wandb/npm-sdk-0.5.1.jsonl" "$WANDB_API_KEY" ||
     fail "protocol"
 $check steps state.json tester/proj/proto 6 0 runs/proto/wandb/history.jsonl || fail "proto steps"
+$check evals state.json tester/proj/proto 4,6 || fail "proto evals"
+$check summary state.json tester/proj/proto runs/proto/wandb/summary.json || fail "proto summary"
 has "$(cat state.json)" '\"model\":{\"value\":{\"type\":\"gpt2\"'
 stop_server
 
@@ -128,8 +133,28 @@ start_server
 [ "$(wc -l < log.jsonl)" -eq 0 ] || fail "an offline run sent $(wc -l < log.jsonl) requests"
 out=$("$bora" --plugin-dir "$plugins" wandb sync off 2>&1) || fail "sync: $out"
 $check steps state.json tester/proj/off 6 0 runs/off/wandb/history.jsonl || fail "sync"
+$check summary state.json tester/proj/off runs/off/wandb/summary.json || fail "sync summary"
 out=$("$bora" --plugin-dir "$plugins" wandb sync off 2>&1) || fail "second sync: $out"
 [ "$($check posts log.jsonl /off/)" -eq 6 ] || fail "sync sent lines twice"
+
+# 6b. sync uploads whatever WANDB_MODE says (it is what the user asked for), leaves a line the
+# run is still writing as it is, and resends a summary the server never acknowledged even when
+# every line was (a process that died between the two).
+out=$(WANDB_MODE=offline train --trainer.id=off2) || fail "offline run: $out"
+printf '{"train/loss":1,"_st' >> runs/off2/wandb/history.jsonl
+out=$(WANDB_MODE=disabled "$bora" --plugin-dir "$plugins" wandb sync off2 2>&1) ||
+    fail "disabled sync: $out"
+$check steps state.json tester/proj/off2 6 0 || fail "sync with WANDB_MODE=disabled"
+[ "$(tail -c 4 runs/off2/wandb/history.jsonl)" = '"_st' ] || fail "sync cut the spool's last line"
+out=$(WANDB_MODE=offline train --trainer.id=off3) || fail "offline run: $out"
+printf 'sent 6\nexitcode 0\ncomplete 0\n' > runs/off3/wandb/state
+out=$("$bora" --plugin-dir "$plugins" wandb sync off3 2>&1) || fail "sync off3: $out"
+$check summary state.json tester/proj/off3 runs/off3/wandb/summary.json || fail "summary resent"
+
+# 6c. A configuration larger than 64 KiB (the server echoes it in its answer).
+big=$($py -c "print('x' * 100000)")
+out=$(train --trainer.id=bigcfg --trainer.tracker.0.notes="$big") || fail "bigcfg: $out"
+$check steps state.json tester/proj/bigcfg 6 0 || fail "a large config stopped uploads"
 
 # 7. A server that stays down: the run still ends (rc 0), the spool waits for bora wandb sync.
 stop_server
