@@ -14,8 +14,9 @@
  *   GET /api/run?run=ID                {"id": ID, ..., "config": {...}, "environment": {...},
  *                                      "summary": {NAME: value}}
  *
- * Errors are {"error": TEXT} with status 400 (a bad parameter), 404 (no such run) or 503 (the
- * database could not be read). The database is opened read-only: a training run may write it at
+ * Errors are {"error": TEXT} with status 400 (a bad parameter), 403 (a Host header other than
+ * 127.0.0.1:PORT or localhost:PORT: a page of another site reaching it through DNS rebinding),
+ * 404 (no such run) or 503 (the database could not be read). The database is opened read-only: a training run may write it at
  * the same time (WAL; a read waits up to five seconds for a writer). One server thread answers
  * every request, so one connection serves them all. */
 #include "../config/config.h"
@@ -37,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,6 +50,7 @@
 typedef struct dash {
     const char *db_path;
     sqlite3 *db;
+    int port; /* the bound port, for the Host check */
 } dash;
 
 /* The status as `bora runs` shows it: a "running" run whose process is gone on this host died. */
@@ -132,6 +135,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, json_o
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
@@ -317,6 +321,7 @@ static enum MHD_Result send_static(struct MHD_Connection *c, const char *body, s
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     return ret;
@@ -341,6 +346,7 @@ static enum MHD_Result send_chart_js(struct MHD_Connection *c)
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "text/javascript");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Cache-Control", "max-age=3600");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -357,6 +363,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "%s: only GET is served", method);
     if (*upload_size)
         return MHD_NO;
+    /* A page from another site can point a name it controls at 127.0.0.1 (DNS rebinding) and
+     * read the answers as its own; its requests carry that name as Host, ours do not. */
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    char local[64], name[64];
+    snprintf(local, sizeof local, "127.0.0.1:%d", d->port);
+    snprintf(name, sizeof name, "localhost:%d", d->port);
+    if (!host || (strcmp(host, local) != 0 && strcasecmp(host, name) != 0))
+        return send_error(c, MHD_HTTP_FORBIDDEN,
+                          "Host '%s' is not this dashboard: open http://%s/ (or localhost)",
+                          host ? host : "", local);
     if (!strcmp(url, "/") || !strcmp(url, "/index.html"))
         return send_static(c, (const char *)dashboard_page, sizeof dashboard_page - 1,
                            "text/html; charset=utf-8");
@@ -451,6 +467,7 @@ int bora_cmd_dashboard(const bora_cli *cli)
         sqlite3_close(d.db);
         return 1;
     }
+    d.port = bound;
     /* SIGINT and SIGTERM are taken by sigwait below: blocked before the server's thread starts,
      * so that thread inherits the mask and only this one sees them */
     sigset_t stop;

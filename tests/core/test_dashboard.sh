@@ -44,6 +44,13 @@ get() { curl -s --max-time 10 "$url$1"; }
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url$1"; }
 py() { /usr/bin/python3 -c "import json, sys; d = json.load(sys.stdin); $1"; }
 
+# 0. only requests naming this server as Host are answered (DNS rebinding), never sniffed
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -H 'Host: evil.example' "${url}api/runs")" = 403 ] ||
+    fail "a request with Host: evil.example was answered"
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -H "Host: localhost:$port" "${url}api/runs")" = 200 ] ||
+    fail "a request with Host: localhost:$port was refused"
+curl -s -D - -o /dev/null --max-time 10 "$url" | grep -qi '^X-Content-Type-Options: nosniff' ||
+    fail "the page is sent without X-Content-Type-Options: nosniff"
 # 1. the runs, with what bora runs shows
 runs=$(get api/runs)
 [ "$(echo "$runs" | py 'print(" ".join(r["id"] + ":" + r["status"] + ":" + str(r["last_step"]) for r in d["runs"]))')" = \
