@@ -3,9 +3,9 @@
 # .jsonl of odd text (markup, quotes, ampersands, a tab, a newline, non-ASCII, three documents).
 # The page's predicted tokens are as many as bora eval counts over the same file and their mean
 # log-probability is minus eval's loss; read back by an HTML parser, the tokens spell the text
-# (nothing of it taken for markup, characters split over tokens whole) and each hover names the value and five alternatives;
-# --max-docs cuts the windows; the page needs nothing else; bad options and a missing file are
-# refused with the reason, leaving no page.
+# (nothing of it taken for markup, a character split over tokens whole) and each hover names
+# the value and five alternatives; --max-docs cuts the windows; the page needs nothing else;
+# bad options and a missing file are refused with the reason, leaving no page.
 # usage: test_viz_logprobs.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5
