@@ -156,6 +156,10 @@ big=$($py -c "print('x' * 100000)")
 out=$(train --trainer.id=bigcfg --trainer.tracker.0.notes="$big") || fail "bigcfg: $out"
 $check steps state.json tester/proj/bigcfg 6 0 || fail "a large config stopped uploads"
 
+# 6d. Names that need escaping in the file_stream path.
+out=$(train --trainer.id=esc "--trainer.tracker.0.project=my proj/x") || fail "esc: $out"
+$check steps state.json "tester/my proj/x/esc" 6 0 || fail "a project name with a space and /"
+
 # 7. A server that stays down: the run still ends (rc 0), the spool waits for bora wandb sync.
 stop_server
 out=$(train --trainer.id=down --trainer.tracker.0.finish_timeout=1s) || fail "down: $out"
@@ -175,6 +179,9 @@ has "$out" "no W&B spool of run 'nosuch' in 'runs/nosuch/wandb'"
 out=$(WANDB_API_KEY=wrong train --trainer.id=wrongkey --trainer.tracker.0.finish_timeout=5s) ||
     fail "a refused key stopped training: $out"
 has "$out" "HTTP 401"
+out=$(train --trainer.id=twice "--trainer.tracker=[{type: wandb, project: a}, {type: wandb, project: b}]") &&
+    fail "a list naming wandb twice with one spool was accepted"
+has "$out" "the spool 'runs/twice/wandb' is in use by another wandb tracker"
 
 [ $fails -eq 0 ] && echo "test_wandb: ok"
 [ $fails -eq 0 ]

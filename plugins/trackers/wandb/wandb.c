@@ -16,11 +16,13 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -359,6 +361,8 @@ static void wandb_free(wandb *w)
 {
     if (w->history)
         fclose(w->history);
+    if (w->lock_fd >= 0)
+        close(w->lock_fd);
     values_free(&w->sum);
     values_free(&w->row);
     free(w->summary_text);
@@ -451,6 +455,23 @@ static bora_status expand_dir(wandb *w, const char *pattern)
     return BORA_OK;
 }
 
+/* One writer per spool: two wandb trackers in one list (or two processes) writing the same dir
+ * would interleave their lines and offsets. sync only reads, and takes no lock. */
+static bora_status lock_dir(wandb *w)
+{
+    char path[4200];
+    wandb_path(w, "lock", path, sizeof path);
+    w->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (w->lock_fd < 0)
+        return w->h->fail(w->h, BORA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (flock(w->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        return w->h->fail(w->h, BORA_ERR_CONFIG,
+                          "the spool '%s' is in use by another wandb tracker (the list names wandb "
+                          "twice with one dir, or another run): give each its own dir",
+                          w->dir);
+    return BORA_OK;
+}
+
 static bora_status wandb_setup(wandb *w, const bora_config *cfg)
 {
     const bora_host *h = w->h;
@@ -502,7 +523,8 @@ static bora_status wandb_setup(wandb *w, const bora_config *cfg)
                        w->dir);
     }
     snprintf(w->api_key, sizeof w->api_key, "%s", key ? key : "");
-    if ((st = mkdirs(h, w->dir)) != BORA_OK || (st = spool_load(w)) != BORA_OK) {
+    if ((st = mkdirs(h, w->dir)) != BORA_OK || (!w->sync && (st = lock_dir(w)) != BORA_OK) ||
+        (st = spool_load(w)) != BORA_OK) {
         json_object_put(tags);
         return st;
     }
@@ -551,6 +573,7 @@ static bora_status wandb_create(const bora_host *h, const bora_config *cfg, cons
     memset(w, 0, sizeof *w);
     w->h = h;
     w->last_step = w->loaded_step = w->row_step = -1;
+    w->lock_fd = -1;
     w->started_s = wall_s();
     snprintf(w->run_id, sizeof w->run_id, "%s", run_id && *run_id ? run_id : "run");
     pthread_mutex_init(&w->mu, NULL);

@@ -37,6 +37,7 @@ typedef struct wandb {
     int offline, disabled, sync;
 
     FILE *history;       /* appended by the logging thread */
+    int lock_fd;         /* dir/lock, held while this tracker writes the spool; -1 none */
     int64_t loaded_step; /* the last step the spool held when the tracker started; -1 none */
     int64_t last_step;   /* the last step written to the spool; -1 when none */
     int skipped_reported;
