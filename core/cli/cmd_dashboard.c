@@ -8,9 +8,13 @@
  *
  *   GET /api/runs                      {"db": PATH, "runs": [{id, model, status, started,
  *                                      updated, ended, num_train_steps, last_step, last_loss}]}
- *   GET /api/metrics?run=ID&since=N    {"run": ID, "since": N, "last_step": S, "metrics":
+ *   GET /api/metrics?run=ID&since=N&max_points=P
+ *                                      {"run": ID, "since": N, "last_step": S, "metrics":
  *                                      {NAME: [[step, value], ...]}}: the rows with step > N
- *                                      (since defaults to -1: all), value null where not finite
+ *                                      (since defaults to -1: all), value null where not finite;
+ *                                      a metric with more than P rows (default and most 2,000)
+ *                                      is thinned to every k-th row and its last, so a long
+ *                                      run's answer stays small
  *   GET /api/run?run=ID                {"id": ID, ..., "config": {...}, "environment": {...},
  *                                      "summary": {NAME: value}}
  *
@@ -45,6 +49,7 @@
 
 #define DEFAULT_DB "runs/bora.db"
 #define DEFAULT_PORT 8090
+#define MAX_POINTS 2000 /* per metric in one /api/metrics answer */
 #define CHART_JS "/usr/share/javascript/chart.js/chart.min.js"
 
 typedef struct dash {
@@ -217,14 +222,37 @@ static int need_run(dash *d, struct MHD_Connection *c, const char *run, enum MHD
     return 1;
 }
 
+/* Keep at most max points of each metric: every k-th, and always the last (the live end). */
+static void thin(json_object *metrics, size_t max)
+{
+    json_object_object_foreach(metrics, name, points)
+    {
+        size_t n = json_object_array_length(points);
+        if (n <= max)
+            continue;
+        size_t every = (n + max - 2) / (max - 1); /* (max - 1) strided points, then the last */
+        json_object *kept = json_object_new_array();
+        for (size_t i = 0; i + 1 < n; i += every)
+            json_object_array_add(kept, json_object_get(json_object_array_get_idx(points, i)));
+        json_object_array_add(kept, json_object_get(json_object_array_get_idx(points, n - 1)));
+        json_object_object_add(metrics, name, kept);
+    }
+}
+
 static enum MHD_Result api_metrics(dash *d, struct MHD_Connection *c)
 {
     const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
     const char *since_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
-    int64_t since = -1;
+    const char *max_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "max_points");
+    int64_t since = -1, max_points = MAX_POINTS;
     if (since_s && *since_s && bora_parse_int(since_s, &since))
         return send_error(c, MHD_HTTP_BAD_REQUEST,
                           "since: '%s' is not a step (give a whole number; -1 for all)", since_s);
+    if (max_s && *max_s &&
+        (bora_parse_int(max_s, &max_points) || max_points < 2 || max_points > MAX_POINTS))
+        return send_error(c, MHD_HTTP_BAD_REQUEST,
+                          "max_points: '%s' is not a number of points from 2 to %d", max_s,
+                          MAX_POINTS);
     enum MHD_Result ret;
     if (need_run(d, c, run, &ret))
         return ret;
@@ -262,6 +290,7 @@ static enum MHD_Result api_metrics(dash *d, struct MHD_Connection *c)
         json_object_put(metrics);
         return send_db_error(d, c);
     }
+    thin(metrics, (size_t)max_points);
     json_object_object_add(o, "run", json_object_new_string(run));
     json_object_object_add(o, "since", json_object_new_int64(since));
     json_object_object_add(o, "last_step", json_object_new_int64(last));
