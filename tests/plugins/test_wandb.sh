@@ -5,10 +5,11 @@
 # every fault — a server that refuses connections for a while, answers 500 or 429, hangs past
 # the timeout, dies mid-run — ends with every step on the server exactly once; so does a run
 # killed (SIGKILL) and resumed, and an offline run uploaded by `bora wandb sync`. Eval metrics
-# join their step's line, and the server's summary is the spool's.
-# usage: test_wandb.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR TESTS_DIR
+# join their step's line, and the server's summary is the spool's; a run stopped while the
+# server hangs goes at once, and a failed spool write costs only its own step.
+# usage: test_wandb.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR TESTS_DIR FIXTURE_DIR
 set -u
-bora=$1 plugins=$2 tok=$3 text=$4 work=$5 tests=$6
+bora=$1 plugins=$2 tok=$3 text=$4 work=$5 tests=$6 fixtures=$7
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 py=/usr/bin/python3
 server=$tests/plugins/wandb_server.py
@@ -124,6 +125,53 @@ last=$(wc -l < runs/kr/wandb/history.jsonl)
 $check steps state.json tester/proj/kr "$last" 255 runs/kr/wandb/history.jsonl ||
     fail "kill and resume"
 stop_server
+
+# 5b. Stopped (SIGTERM) while the server hangs: the run goes within seconds (it was asked to),
+# not after finish_timeout; the spool keeps the steps.
+start_server --hang 100
+"$bora" --plugin-dir "$plugins" train run.yaml --trainer.id=term --trainer.num_train_steps=100000 \
+    --trainer.tracker.0.timeout=60s --trainer.tracker.0.finish_timeout=60s > term.log 2>&1 &
+pid=$!
+i=0
+while ! grep -q "^step 20/" term.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -TERM $pid
+i=0
+while kill -0 $pid 2>/dev/null && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+if kill -0 $pid 2>/dev/null; then
+    fail "a run stopped by SIGTERM still waits on a hanging server after 15 s"
+    kill -KILL $pid
+fi
+wait $pid
+has "$(cat term.log)" "bora wandb sync term"
+stop_server
+
+# 5c. One failed spool write (the file size limit, lowered for a moment, as a full disk would)
+# costs that step alone: the error is reported, every line stays whole, later steps go on.
+sh -c 'echo $$ > efbig.pid; trap "" XFSZ; exec "$0" "$@"' "$bora" --plugin-dir "$plugins" \
+    --plugin-dir "$fixtures" train run.yaml --trainer.id=efbig --trainer.num_train_steps=40 \
+    "--trainer.checkpointer.keep=[]" \
+    "--trainer.tracker=[{type: fixture, path: /dev/null, sleep_ms: 50},
+                        {type: wandb, project: proj, entity: tester, mode: offline}]" 2>&1 |
+    cat > efbig.log &
+spool=runs/efbig/wandb/history.jsonl
+i=0
+while [ "$(wc -l < $spool 2>/dev/null || echo 0)" -lt 3 ] && [ $i -lt 300 ]; do
+    sleep 0.1; i=$((i + 1))
+done
+# the fixture (writing to /dev/null, which has no size) paces the tracker thread at 50 ms a call
+prlimit --pid "$(cat efbig.pid)" --fsize="$(($(wc -c < $spool) + 20)):unlimited"
+sleep 0.5
+prlimit --pid "$(cat efbig.pid)" --fsize=unlimited:unlimited
+i=0
+while kill -0 "$(cat efbig.pid)" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+has "$(cat efbig.log)" "cannot write step"
+$py - "$spool" <<'PY' || fail "the spool after a failed write"
+import json, sys
+steps = [json.loads(line)["_step"] for line in open(sys.argv[1])]
+if steps != sorted(set(steps)) or steps[-1] != 40 or len(steps) >= 40:
+    sys.exit("steps in the spool: %s (want 1..40 less the failed ones, in order)" % steps)
+print("wandb: spool steps %d of 40 after a failed write" % len(steps))
+PY
 
 # 6. Offline (WANDB_MODE): nothing sent; bora wandb sync uploads it, and again sends nothing.
 : > log.jsonl

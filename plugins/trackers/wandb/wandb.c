@@ -656,8 +656,11 @@ static bora_status row_write(wandb *w)
     }
     int64_t step = w->row_step;
     w->row_step = -1;
+    /* Where the line begins: the file's size (it is appended to, and dir/lock makes this the
+     * only writer); ftello is no use after a failed write, when stdio's idea of it is off. */
     FILE *f = w->history;
-    off_t at = ftello(f);
+    struct stat sb;
+    off_t at = fstat(fileno(f), &sb) == 0 ? sb.st_size : -1;
     if (at < 0 || fwrite(text, 1, len, f) != len || fflush(f) != 0) {
         int err = errno;
         clearerr(f);
