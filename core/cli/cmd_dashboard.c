@@ -8,14 +8,19 @@
  *
  *   GET /api/runs                      {"db": PATH, "runs": [{id, model, status, started,
  *                                      updated, ended, num_train_steps, last_step, last_loss}]}
- *   GET /api/metrics?run=ID&since=N    {"run": ID, "since": N, "last_step": S, "metrics":
+ *   GET /api/metrics?run=ID&since=N&max_points=P
+ *                                      {"run": ID, "since": N, "last_step": S, "metrics":
  *                                      {NAME: [[step, value], ...]}}: the rows with step > N
- *                                      (since defaults to -1: all), value null where not finite
+ *                                      (since defaults to -1: all), value null where not finite;
+ *                                      a metric with more than P rows (default and most 2,000)
+ *                                      is thinned to every k-th row and its last, so a long
+ *                                      run's answer stays small
  *   GET /api/run?run=ID                {"id": ID, ..., "config": {...}, "environment": {...},
  *                                      "summary": {NAME: value}}
  *
- * Errors are {"error": TEXT} with status 400 (a bad parameter), 404 (no such run) or 503 (the
- * database could not be read). The database is opened read-only: a training run may write it at
+ * Errors are {"error": TEXT} with status 400 (a bad parameter), 403 (a Host header other than
+ * 127.0.0.1:PORT or localhost:PORT: a page of another site reaching it through DNS rebinding),
+ * 404 (no such run) or 503 (the database could not be read). The database is opened read-only: a training run may write it at
  * the same time (WAL; a read waits up to five seconds for a writer). One server thread answers
  * every request, so one connection serves them all. */
 #include "../config/config.h"
@@ -37,17 +42,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define DEFAULT_DB "runs/bora.db"
 #define DEFAULT_PORT 8090
+#define MAX_POINTS 2000 /* per metric in one /api/metrics answer */
 #define CHART_JS "/usr/share/javascript/chart.js/chart.min.js"
 
 typedef struct dash {
     const char *db_path;
     sqlite3 *db;
+    int port; /* the bound port, for the Host check */
 } dash;
 
 /* The status as `bora runs` shows it: a "running" run whose process is gone on this host died. */
@@ -132,6 +140,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, json_o
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
@@ -213,14 +222,37 @@ static int need_run(dash *d, struct MHD_Connection *c, const char *run, enum MHD
     return 1;
 }
 
+/* Keep at most max points of each metric: every k-th, and always the last (the live end). */
+static void thin(json_object *metrics, size_t max)
+{
+    json_object_object_foreach(metrics, name, points)
+    {
+        size_t n = json_object_array_length(points);
+        if (n <= max)
+            continue;
+        size_t every = (n + max - 2) / (max - 1); /* (max - 1) strided points, then the last */
+        json_object *kept = json_object_new_array();
+        for (size_t i = 0; i + 1 < n; i += every)
+            json_object_array_add(kept, json_object_get(json_object_array_get_idx(points, i)));
+        json_object_array_add(kept, json_object_get(json_object_array_get_idx(points, n - 1)));
+        json_object_object_add(metrics, name, kept);
+    }
+}
+
 static enum MHD_Result api_metrics(dash *d, struct MHD_Connection *c)
 {
     const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
     const char *since_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
-    int64_t since = -1;
+    const char *max_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "max_points");
+    int64_t since = -1, max_points = MAX_POINTS;
     if (since_s && *since_s && bora_parse_int(since_s, &since))
         return send_error(c, MHD_HTTP_BAD_REQUEST,
                           "since: '%s' is not a step (give a whole number; -1 for all)", since_s);
+    if (max_s && *max_s &&
+        (bora_parse_int(max_s, &max_points) || max_points < 2 || max_points > MAX_POINTS))
+        return send_error(c, MHD_HTTP_BAD_REQUEST,
+                          "max_points: '%s' is not a number of points from 2 to %d", max_s,
+                          MAX_POINTS);
     enum MHD_Result ret;
     if (need_run(d, c, run, &ret))
         return ret;
@@ -258,6 +290,7 @@ static enum MHD_Result api_metrics(dash *d, struct MHD_Connection *c)
         json_object_put(metrics);
         return send_db_error(d, c);
     }
+    thin(metrics, (size_t)max_points);
     json_object_object_add(o, "run", json_object_new_string(run));
     json_object_object_add(o, "since", json_object_new_int64(since));
     json_object_object_add(o, "last_step", json_object_new_int64(last));
@@ -317,6 +350,7 @@ static enum MHD_Result send_static(struct MHD_Connection *c, const char *body, s
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     return ret;
@@ -341,6 +375,7 @@ static enum MHD_Result send_chart_js(struct MHD_Connection *c)
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "text/javascript");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Cache-Control", "max-age=3600");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -357,6 +392,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "%s: only GET is served", method);
     if (*upload_size)
         return MHD_NO;
+    /* A page from another site can point a name it controls at 127.0.0.1 (DNS rebinding) and
+     * read the answers as its own; its requests carry that name as Host, ours do not. */
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    char local[64], name[64];
+    snprintf(local, sizeof local, "127.0.0.1:%d", d->port);
+    snprintf(name, sizeof name, "localhost:%d", d->port);
+    if (!host || (strcmp(host, local) != 0 && strcasecmp(host, name) != 0))
+        return send_error(c, MHD_HTTP_FORBIDDEN,
+                          "Host '%s' is not this dashboard: open http://%s/ (or localhost)",
+                          host ? host : "", local);
     if (!strcmp(url, "/") || !strcmp(url, "/index.html"))
         return send_static(c, (const char *)dashboard_page, sizeof dashboard_page - 1,
                            "text/html; charset=utf-8");
@@ -451,6 +496,7 @@ int bora_cmd_dashboard(const bora_cli *cli)
         sqlite3_close(d.db);
         return 1;
     }
+    d.port = bound;
     /* SIGINT and SIGTERM are taken by sigwait below: blocked before the server's thread starts,
      * so that thread inherits the mask and only this one sees them */
     sigset_t stop;

@@ -197,15 +197,31 @@ static void put_html(FILE *f, const char *s, size_t n)
     }
 }
 
-/* One token's text, escaped. */
-static void put_token(FILE *f, const bora_tokenizer *tok, int32_t id)
+/* The text of shown[at], escaped. A token may end inside a UTF-8 character ("日" is three
+ * bytes, often two tokens): decoded alone it would read as U+FFFD. So the tokens from *from to
+ * at are decoded together, and while they end inside a character (and more follow) nothing is
+ * written yet: the token completing it writes the whole character. With mid_char (a window
+ * after the first, whose first tokens may end the character the window before it ends with),
+ * leading bytes that begin no character are left out: that window shows the character whole. */
+static void put_token(FILE *f, const bora_tokenizer *tok, const int32_t *shown, size_t *from,
+                      size_t at, int last, int mid_char)
 {
     char *text = NULL;
     size_t len = 0;
-    if (bora_tokenizer_decode(tok, &id, 1, &text, &len) == BORA_OK)
-        put_html(f, text, len);
-    else
-        fprintf(f, "[%d]", id);
+    if (bora_tokenizer_decode(tok, shown + *from, at + 1 - *from, &text, &len) != BORA_OK) {
+        fprintf(f, "[%d]", shown[at]);
+        *from = at + 1;
+        return;
+    }
+    /* a character is at most 4 bytes, so a run longer than 4 tokens is not one being completed */
+    int partial = len >= 3 && !memcmp(text + len - 3, "\xef\xbf\xbd", 3) && at - *from < 4;
+    if (!partial || last) {
+        size_t skip = 0;
+        while (mid_char && *from == 0 && len - skip >= 3 && !memcmp(text + skip, "\xef\xbf\xbd", 3))
+            skip += 3;
+        put_html(f, text + skip, len - skip);
+        *from = at + 1;
+    }
     free(text);
 }
 
@@ -245,7 +261,7 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
     logits_graph lg = {0};
     bora_tokenizer *tok = NULL;
     bora_loader *loader = NULL;
-    int32_t *ids = NULL, *targets = NULL, *segs = NULL;
+    int32_t *ids = NULL, *targets = NULL, *segs = NULL, *shown = NULL;
     double *lps = NULL;
     int32_t(*alts)[TOP_K] = NULL;
     float(*alt_lp)[TOP_K] = NULL;
@@ -337,7 +353,8 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
     lps = malloc(cells * sizeof *lps);
     alts = malloc(cells * sizeof *alts);
     alt_lp = malloc(cells * sizeof *alt_lp);
-    if (!ids || !targets || !segs || !lps || !alts || !alt_lp) {
+    shown = malloc(((size_t)T + 1) * sizeof *shown); /* one window's tokens, as written */
+    if (!ids || !targets || !segs || !lps || !alts || !alt_lp || !shown) {
         bora_log(BORA_LOG_ERROR, "out of memory");
         goto out;
     }
@@ -431,8 +448,10 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
                 "<div class=\"doc\" data-window=\"%lld\"><h2>window %lld (tokens %lld to %lld)"
                 "</h2>",
                 (long long)w, (long long)w, (long long)(w * T), (long long)(w * T + T));
+        size_t n_shown = 0, from = 0;
+        shown[n_shown++] = in[0];
         fputs("<span class=\"t u\">", f);
-        put_token(f, tok, in[0]);
+        put_token(f, tok, shown, &from, 0, T == 0, w > 0);
         fputs("</span>", f);
         for (int64_t t = 0; t < T; t++) {
             size_t at = (size_t)(w * T + t);
@@ -440,9 +459,11 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
             int32_t next = tg[t] >= 0 ? tg[t] : t + 1 < T ? in[t + 1] : -1;
             if (next < 0)
                 continue;
+            shown[n_shown++] = next;
+            int last = t + 1 == T || (t + 2 == T && tg[t + 1] < 0);
             if (isnan(lps[at])) {
                 fputs("<span class=\"t u\">", f);
-                put_token(f, tok, next);
+                put_token(f, tok, shown, &from, n_shown - 1, last, w > 0);
                 fputs("</span>", f);
                 continue;
             }
@@ -463,7 +484,7 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
                 fprintf(f, " %.4f", alt_lp[at][k]);
             }
             fputs("\">", f);
-            put_token(f, tok, next);
+            put_token(f, tok, shown, &from, n_shown - 1, last, w > 0);
             fputs("</span>", f);
         }
         fputs("</div>\n", f);
@@ -496,6 +517,7 @@ out:
     free(lps);
     free(alts);
     free(alt_lp);
+    free(shown);
     bora_loader_free(loader);
     bora_tokenizer_free(tok);
     free(lg.base);

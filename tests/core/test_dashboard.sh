@@ -44,6 +44,13 @@ get() { curl -s --max-time 10 "$url$1"; }
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url$1"; }
 py() { /usr/bin/python3 -c "import json, sys; d = json.load(sys.stdin); $1"; }
 
+# 0. only requests naming this server as Host are answered (DNS rebinding), never sniffed
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -H 'Host: evil.example' "${url}api/runs")" = 403 ] ||
+    fail "a request with Host: evil.example was answered"
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -H "Host: localhost:$port" "${url}api/runs")" = 200 ] ||
+    fail "a request with Host: localhost:$port was refused"
+curl -s -D - -o /dev/null --max-time 10 "$url" | grep -qi '^X-Content-Type-Options: nosniff' ||
+    fail "the page is sent without X-Content-Type-Options: nosniff"
 # 1. the runs, with what bora runs shows
 runs=$(get api/runs)
 [ "$(echo "$runs" | py 'print(" ".join(r["id"] + ":" + r["status"] + ":" + str(r["last_step"]) for r in d["runs"]))')" = \
@@ -55,6 +62,10 @@ m=$(get "api/metrics?run=first")
 loss6=$(sqlite3 runs/bora.db "select printf('%.6f', value) from metrics where run='first' and name='train/loss' and step=6")
 [ "$(get "api/metrics?run=first&since=4" | py 'print(sorted(s for s, v in d["metrics"]["train/loss"]), "%.6f" % d["metrics"]["train/loss"][-1][1])')" = \
     "[5, 6] $loss6" ] || fail "since=4: $(get "api/metrics?run=first&since=4")"
+# 2b. max_points thins a metric to every k-th row and its last; the default caps it too
+[ "$(get "api/metrics?run=first&max_points=3" | py 'print([s for s, v in d["metrics"]["train/loss"]])')" = \
+    "[1, 4, 6]" ] || fail "max_points=3: $(get "api/metrics?run=first&max_points=3")"
+[ "$(code "api/metrics?run=first&max_points=1")" = 400 ] || fail "max_points=1 is not 400"
 # 3. a run's configuration, environment and summary
 r=$(get "api/run?run=second")
 [ "$(echo "$r" | py 'print(d["config"]["model"]["type"], d["config"]["trainer"]["id"], "backend" in d["environment"]["record"], "train/final_loss" in d["summary"])')" = \
@@ -100,6 +111,20 @@ else
         fail "the page's charts hold: $plotted (chromium said: $(tail -n 5 chrome.log))"
     [ "$(grep -c 'class="chart" data-metric="train/loss"' dom.html)" = 1 ] ||
         fail "no train/loss chart in the page"
+fi
+
+# 7b. with many runs only the newest five are ticked (and fetched) by themselves
+if command -v chromium >/dev/null; then
+    for k in 1 2 3 4 5; do
+        sqlite3 -cmd ".timeout 5000" runs/bora.db "insert into runs(id, status, started, last_step)
+            values('late$k', 'finished', 4e9 + $k, 1);
+            insert into metrics values('late$k', 1, 'train/loss', 2.5)" || fail "cannot write the db"
+    done
+    browse --dump-dom > dom2.html
+    plotted=$(sed -n 's/.*<pre id="plotted"[^>]*>\([^<]*\)<.*/\1/p' dom2.html | sed 's/&quot;/"/g')
+    [ "$(echo "$plotted" | py 'print(sorted(d["train/loss"]))')" = \
+        "['late1', 'late2', 'late3', 'late4', 'late5']" ] ||
+        fail "with seven runs the page draws: $plotted"
 fi
 
 # 8. refusals

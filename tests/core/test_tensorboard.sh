@@ -6,7 +6,8 @@
 # list without sqlite says once that the run will not appear in bora runs, and it does not;
 # mistakes in the list are named. The reader also reads a TensorFlow-written file and refuses a
 # file with a flipped byte. A run SIGKILLed once its first checkpoint's flush is done has every
-# step up to that checkpoint on disk.
+# step up to that checkpoint on disk, and each step is in the file once it is logged. The final
+# eval is shown once, not again from the summary.
 # usage: test_tensorboard.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR READER SAMPLE FIXTURE_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5 reader=$6 sample=$7 fixtures=$8
@@ -22,9 +23,11 @@ read_tb() { /usr/bin/python3 "$reader" "$@" 2>&1; }
 cat > run.yaml <<YAML
 model: {type: gpt2, seq_len: 16, hidden_dim: 16, num_layers: 1, num_heads: 2}
 optimizer: {type: adamw, learning_rate: 1e-2, warmup: 1}
-data: {train_urls: [$work/small.txt], tokenizer: $tok}
+data: {train_urls: [$work/small.txt], validation_urls: [$work/small.txt], tokenizer: $tok}
 trainer:
   num_train_steps: 6
+  steps_per_eval: 3
+  max_eval_batches: 1
   train_batch_size: 4
   num_threads: 1
   checkpointer: {base_path: $work/ckpt, save_interval: 0s, keep: [{every: 2}]}
@@ -98,6 +101,25 @@ got=$(read_tb steps runs/tensorboard/killed/events.out.tfevents.*) || fail "$got
 for s in $want; do
     case " $(echo "$got" | tail -n 1) " in *" $s "*) ;; *) fail "step $s was logged before the flush but is not in the file: $got" ;; esac
 done
+
+# 5b. each step reaches the file when it is logged, not at the next checkpoint (there is none
+#    here until the end): once the fixture, after tensorboard in the list, has seen step 20,
+#    step 20 is in the file
+"$bora" --plugin-dir "$plugins" --plugin-dir "$fixtures" train run.yaml --trainer.id=live \
+    --trainer.num_train_steps=40 "--trainer.checkpointer.keep=[]" \
+    --trainer.checkpointer.save_interval=1h \
+    "--trainer.tracker=[tensorboard, {type: fixture, path: $work/live.txt, sleep_ms: 100}]" \
+    > live.out 2>&1 &
+pid=$!
+i=0
+until grep -q '^log 20 ' live.txt 2>/dev/null || ! kill -0 $pid 2>/dev/null || [ $i -ge 300 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+grep -q '^flush' live.txt && fail "a flush came before step 20: $(cat live.txt)"
+got=$(read_tb steps runs/tensorboard/live/events.out.tfevents.*) || fail "$got"
+case " $got " in *" 20 "*) ;; *) fail "step 20 was logged but is not in the file: $got" ;; esac
+wait $pid || fail "run live: $(tail -n 5 live.out)"
 
 # 6. the reader: a file TensorFlow wrote, and one of ours with a byte flipped
 got=$(read_tb sample "$sample") || fail "$got"

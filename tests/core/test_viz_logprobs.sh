@@ -3,9 +3,9 @@
 # .jsonl of odd text (markup, quotes, ampersands, a tab, a newline, non-ASCII, three documents).
 # The page's predicted tokens are as many as bora eval counts over the same file and their mean
 # log-probability is minus eval's loss; read back by an HTML parser, the tokens spell the text
-# (nothing of it taken for markup) and each hover names the value and five alternatives;
-# --max-docs cuts the windows; the page needs nothing else; bad options and a missing file are
-# refused with the reason, leaving no page.
+# (nothing of it taken for markup, a character split over tokens whole) and each hover names
+# the value and five alternatives; --max-docs cuts the windows; the page needs nothing else;
+# bad options and a missing file are refused with the reason, leaving no page.
 # usage: test_viz_logprobs.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5
@@ -90,6 +90,9 @@ if "</script> is not" not in "".join(w[:-1] for w in p.windows):
     problems.append("the markup of the text is not on the page as text")
 if "script" in p.tags:
     problems.append("the text's markup became elements")
+# a character split over two tokens reads back whole, not as U+FFFD
+if not any("Caf\u00e9 \u65e5\u672c" in w for w in p.windows) or "\ufffd" in "".join(p.windows):
+    problems.append("non-ASCII text does not read back: " + repr([w for w in p.windows if "Caf" in w]))
 if "tab\there" not in "".join(w[:-1] for w in p.windows) or "newline\nthere" not in "".join(w[:-1] for w in p.windows):
     problems.append("the tab or the newline is lost")
 # every < of the page opens one of its own tags, every & an entity: none comes from the text

@@ -11,6 +11,11 @@
       run RUN ("entity/project/name") on the server holds steps 1..LAST, each exactly once,
       at offsets 0..LAST-1, and ended with EXITCODE ("-" for not ended); with SPOOL (a
       history.jsonl), the server's lines are the spool's, byte for byte.
+  wandb_check.py summary STATE RUN SUMMARY_JSON
+      the server's summary of RUN is the spool's summary.json.
+  wandb_check.py evals STATE RUN STEPS
+      RUN's history holds eval/loss and eval/bpb exactly at STEPS (comma-separated), in the
+      same line as that step's train/loss.
   wandb_check.py posts LOG PATH_PART
       prints how many history lines were posted to paths containing PATH_PART.
 """
@@ -132,6 +137,30 @@ def steps(state_path, run, last, exitcode, spool=None):
     print("wandb_check: %s holds steps 1..%s once each" % (run, last))
 
 
+def summary(state_path, run, summary_path):
+    with open(state_path) as f:
+        r = json.load(f)["runs"].get(run) or fail("no run %s on the server" % run)
+    with open(summary_path) as f:
+        want = json.load(f)
+    got = json.loads(r["summary"]) if r["summary"] else None
+    if got != want:
+        fail("the server's summary %s, the spool's %s" % (got, want))
+    print("wandb_check: %s's summary matches (%d values)" % (run, len(want)))
+
+
+def evals(state_path, run, steps_csv):
+    with open(state_path) as f:
+        hist = json.load(f)["runs"][run]["history"]
+    lines = [json.loads(hist[str(i)]) for i in range(len(hist))]
+    got = [o["_step"] for o in lines if "eval/loss" in o and "eval/bpb" in o]
+    want = [int(x) for x in steps_csv.split(",")]
+    if got != want:
+        fail("eval/loss at steps %s, want %s" % (got, want))
+    if any("train/loss" not in o for o in lines):
+        fail("a history line without train/loss (a step split in two)")
+    print("wandb_check: %s has eval/loss at %s" % (run, want))
+
+
 def posts(log_path, part):
     n = 0
     for r in load(log_path):
@@ -141,4 +170,5 @@ def posts(log_path, part):
 
 
 if __name__ == "__main__":
-    {"protocol": protocol, "steps": steps, "posts": posts}[sys.argv[1]](*sys.argv[2:])
+    {"protocol": protocol, "steps": steps, "summary": summary, "evals": evals,
+     "posts": posts}[sys.argv[1]](*sys.argv[2:])

@@ -23,6 +23,7 @@ import json
 import os
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ap = argparse.ArgumentParser()
@@ -94,7 +95,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(args.status, {"error": "injected fault"}, extra)
         if self.path == "/graphql":
             return self.graphql(body)
-        parts = self.path.strip("/").split("/")
+        parts = [urllib.parse.unquote(x) for x in self.path.strip("/").split("/")]
         if len(parts) == 5 and parts[0] == "files" and parts[4] == "file_stream":
             return self.file_stream("/".join(parts[1:4]), body)
         return self.answer(404, {"error": "no such path"})

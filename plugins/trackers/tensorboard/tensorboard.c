@@ -60,6 +60,8 @@ typedef struct tb {
     uint32_t crc_table[256];
     int started;       /* SessionLog START written */
     int64_t last_step; /* the last step logged by this process, for the summary */
+    char *last_names;  /* "\n"-separated names logged at last_step; the summary skips them */
+    size_t last_len;
 } tb;
 
 static const bora_key tb_keys[] = {
@@ -426,6 +428,7 @@ static void tb_destroy(bora_tracker *tr)
     tb *t = (tb *)tr;
     if (t->out)
         fclose(t->out);
+    free(t->last_names);
     t->h->free(t->h, t);
 }
 
@@ -527,14 +530,51 @@ static bora_status tb_log(bora_tracker *tr, int64_t step, const bora_metric *m, 
             return st;
         t->started = 1;
     }
+    if (step != t->last_step)
+        t->last_len = 0;
     t->last_step = step;
-    return write_scalars(t, step, m, n);
+    for (size_t i = 0; i < n; i++) { /* remember the names, for tb_log_summary */
+        size_t len = strlen(m[i].name);
+        char *names = realloc(t->last_names, t->last_len + len + 2);
+        if (!names)
+            return t->h->fail(t->h, BORA_ERR_NOMEM, "out of memory");
+        t->last_names = names;
+        names[t->last_len] = '\n';
+        memcpy(names + t->last_len + 1, m[i].name, len + 1);
+        t->last_len += len + 1;
+    }
+    bora_status st = write_scalars(t, step, m, n);
+    /* Flushed to the OS (not synced) each step, so a live TensorBoard sees it now. */
+    if (st == BORA_OK && fflush(t->out) != 0)
+        st = write_failed(t);
+    return st;
 }
 
+/* Whether name was logged at last_step. */
+static int logged_last(const tb *t, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = t->last_names; p && (p = strstr(p, name)); p++)
+        if (p > t->last_names && p[-1] == '\n' && (p[len] == '\n' || p[len] == 0))
+            return 1;
+    return 0;
+}
+
+/* The summary at the last step, less what that step logged already (the final eval): TensorBoard
+ * would show two points for it. */
 static bora_status tb_log_summary(bora_tracker *tr, const bora_metric *m, size_t n)
 {
     tb *t = (tb *)tr;
-    return write_scalars(t, t->last_step, m, n);
+    bora_metric *keep = malloc((n ? n : 1) * sizeof *keep);
+    if (!keep)
+        return t->h->fail(t->h, BORA_ERR_NOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!logged_last(t, m[i].name))
+            keep[k++] = m[i];
+    bora_status st = k ? write_scalars(t, t->last_step, keep, k) : BORA_OK;
+    free(keep);
+    return st;
 }
 
 static bora_status tb_flush(bora_tracker *tr)

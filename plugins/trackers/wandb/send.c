@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,9 @@
 
 enum { SENT_OK, SENT_RETRY, SENT_REFUSED };
 
-enum { MAX_LINES = 1000, MAX_POST_BYTES = 4 << 20, MAX_ANSWER = 1 << 16 };
+/* An answer echoes the run's config, which can be large; past MAX_ANSWER it is cut, and a cut
+ * answer that cannot be read is retried like any other failed request. */
+enum { MAX_LINES = 1000, MAX_POST_BYTES = 4 << 20, MAX_ANSWER = 64 << 20 };
 
 /* The documents W&B's clients send, character for character. */
 static const char viewer_query[] =
@@ -50,8 +53,8 @@ static const char upsert_query[] =
     "     name\n        }\n      }\n    }\n    inserted\n  }\n}\n    ";
 
 typedef struct answer {
-    char body[MAX_ANSWER];
-    size_t len;
+    char *body; /* NUL-terminated; grows as the answer arrives */
+    size_t len, cap;
     double retry_after_s;
     wandb *w;
 } answer;
@@ -66,7 +69,16 @@ static double now_s(void)
 static size_t on_body(char *p, size_t size, size_t n, void *arg)
 {
     answer *a = arg;
-    size_t len = size * n, room = sizeof a->body - 1 - a->len;
+    size_t len = size * n;
+    if (a->len + len + 1 > a->cap && a->len + len + 1 <= MAX_ANSWER) {
+        size_t cap = a->cap ? a->cap : 4096;
+        while (cap < a->len + len + 1)
+            cap *= 2;
+        char *body = realloc(a->body, cap);
+        if (body)
+            a->body = body, a->cap = cap;
+    }
+    size_t room = a->cap > a->len ? a->cap - 1 - a->len : 0;
     memcpy(a->body + a->len, p, len < room ? len : room);
     a->len += len < room ? len : room;
     a->body[a->len] = 0;
@@ -130,9 +142,9 @@ static int post(wandb *w, CURL *c, const char *path, const char *body, answer *a
     struct curl_slist *hd = curl_slist_append(NULL, auth);
     hd = curl_slist_append(hd, "Content-Type: application/json");
     hd = curl_slist_append(hd, "Accept: application/json");
-    wandb *owner = a->w;
-    memset(a, 0, sizeof *a);
-    a->w = owner;
+    a->len = 0;
+    a->body[0] = 0;
+    a->retry_after_s = 0;
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
@@ -236,10 +248,10 @@ static int upsert(wandb *w, CURL *c, answer *a)
     static const char *const pp[] = {"data", "upsertBucket", "bucket", "project", "name", NULL};
     static const char *const pn[] = {"data", "upsertBucket", "bucket", "name", NULL};
     const char *e = json_str_at(ans, pe), *p = json_str_at(ans, pp), *n = json_str_at(ans, pn);
-    if (!e || !p || !n) {
+    if (!e || !p || !n) { /* a 2xx that does not parse: cut, or a proxy's page; ask again */
         set_error(w, "UpsertBucket: the answer names no run", a->body);
         json_object_put(ans);
-        return SENT_REFUSED;
+        return SENT_RETRY;
     }
     pthread_mutex_lock(&w->mu);
     snprintf(w->entity, sizeof w->entity, "%s", e);
@@ -248,6 +260,19 @@ static int upsert(wandb *w, CURL *c, answer *a)
     pthread_mutex_unlock(&w->mu);
     json_object_put(ans);
     return SENT_OK;
+}
+
+/* The file_stream path of the run, its names escaped for a URL. */
+static void stream_path(wandb *w, CURL *c, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&w->mu);
+    char *e = curl_easy_escape(c, w->entity, 0), *p = curl_easy_escape(c, w->project, 0),
+         *n = curl_easy_escape(c, w->wandb_id, 0);
+    pthread_mutex_unlock(&w->mu);
+    snprintf(buf, cap, "/files/%s/%s/%s/file_stream", e ? e : "", p ? p : "", n ? n : "");
+    curl_free(e);
+    curl_free(p);
+    curl_free(n);
 }
 
 /* Post up to MAX_LINES history lines from *offset_bytes (line *offset), with the summary. */
@@ -293,10 +318,8 @@ static int post_lines(wandb *w, CURL *c, answer *a, FILE *in, int64_t first, int
     json_object_object_add(doc, "files", files);
     char *body = to_text(doc);
     json_object_put(doc);
-    char path[1024];
-    pthread_mutex_lock(&w->mu);
-    snprintf(path, sizeof path, "/files/%s/%s/%s/file_stream", w->entity, w->project, w->wandb_id);
-    pthread_mutex_unlock(&w->mu);
+    char path[2400];
+    stream_path(w, c, path, sizeof path);
     int st = body ? post(w, c, path, body, a) : SENT_RETRY;
     free(body);
     if (st == SENT_OK) {
@@ -308,11 +331,9 @@ static int post_lines(wandb *w, CURL *c, answer *a, FILE *in, int64_t first, int
 
 static int post_complete(wandb *w, CURL *c, answer *a, int32_t exitcode)
 {
-    char body[128], path[1024];
+    char body[128], path[2400];
     snprintf(body, sizeof body, "{\"complete\":true,\"exitcode\":%d}", (int)exitcode);
-    pthread_mutex_lock(&w->mu);
-    snprintf(path, sizeof path, "/files/%s/%s/%s/file_stream", w->entity, w->project, w->wandb_id);
-    pthread_mutex_unlock(&w->mu);
+    stream_path(w, c, path, sizeof path);
     return post(w, c, path, body, a);
 }
 
@@ -329,22 +350,17 @@ static void wait_until(wandb *w, double until_s)
     pthread_cond_timedwait(&w->wake, &w->mu, &ts);
 }
 
-/* Byte offset of line `lines` of the history file. */
-static off_t line_offset(FILE *in, int64_t lines)
-{
-    off_t at = 0;
-    int ch;
-    rewind(in);
-    for (int64_t k = 0; k < lines && (ch = getc(in)) != EOF; at++)
-        if (ch == '\n')
-            k++;
-    return at;
-}
-
 void *wandb_sender_main(void *arg)
 {
     wandb *w = arg;
+    /* A server that closes the connection mid-request must not kill the run with SIGPIPE. */
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
     answer *a = calloc(1, sizeof *a);
+    if (a && !(a->body = calloc(1, a->cap = 4096)))
+        free(a), a = NULL;
     CURL *c = curl_easy_init();
     char path[4200];
     wandb_path(w, "history.jsonl", path, sizeof path);
@@ -356,6 +372,8 @@ void *wandb_sender_main(void *arg)
         w->gave_up = 1;
         pthread_cond_broadcast(&w->progress);
         pthread_mutex_unlock(&w->mu);
+        if (a)
+            free(a->body);
         free(a);
         if (c)
             curl_easy_cleanup(c);
@@ -365,15 +383,16 @@ void *wandb_sender_main(void *arg)
     }
     a->w = w;
     pthread_mutex_lock(&w->mu);
-    off_t offset_bytes = line_offset(in, w->sent);
+    off_t offset_bytes = w->sent_bytes;
     double delay_s = 0, retry_at = 0, last_post = 0;
     int upserted_once = 0;
     while (!w->stop) {
         int lines = w->spooled > w->sent;
-        int need_upsert = w->upserted < w->upsert_gen ||
-                          (!upserted_once && (lines || w->summary_dirty || w->ended));
-        int need_complete = w->ended && !w->completed && !lines && !w->summary_dirty;
-        if (w->gave_up || (!need_upsert && !lines && !w->summary_dirty && !need_complete)) {
+        int dirty = wandb_summary_dirty(w);
+        int need_upsert =
+            w->upserted < w->upsert_gen || (!upserted_once && (lines || dirty || w->ended));
+        int need_complete = w->ended && !w->completed && !lines && !dirty;
+        if (w->gave_up || (!need_upsert && !lines && !dirty && !need_complete)) {
             pthread_cond_wait(&w->wake, &w->mu);
             continue;
         }
@@ -389,7 +408,8 @@ void *wandb_sender_main(void *arg)
         int64_t first = w->sent, n = w->spooled - w->sent, posted = 0, gen = w->upsert_gen;
         int32_t exitcode = w->exitcode;
         char *summary = w->summary_text ? strdup(w->summary_text) : NULL;
-        int summary_was_dirty = w->summary_dirty;
+        int summary_was_dirty = dirty;
+        int64_t summary_gen = w->summary_gen;
         pthread_mutex_unlock(&w->mu);
         int st;
         if (need_upsert)
@@ -409,8 +429,8 @@ void *wandb_sender_main(void *arg)
                 w->upserted = gen;
             } else if (lines || summary_was_dirty) {
                 w->sent += posted;
-                if (posted == n)
-                    w->summary_dirty = 0;
+                if (posted == n) /* what was sent; a summary changed since is still due */
+                    w->summary_acked = summary_gen;
             } else {
                 w->completed = 1;
             }
@@ -430,6 +450,7 @@ void *wandb_sender_main(void *arg)
     pthread_mutex_unlock(&w->mu);
     fclose(in);
     curl_easy_cleanup(c);
+    free(a->body);
     free(a);
     return NULL;
 }

@@ -16,12 +16,15 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,12 +48,14 @@ static const bora_key wandb_keys[] = {
      "the spool directory; {run_id} is replaced by the run's id"},
     {"timeout", BORA_KEY_DURATION, 0, "30s", "how long one request may take before it is retried"},
     {"finish_timeout", BORA_KEY_DURATION, 0, "60s",
-     "how long the end of a run waits for the spool to upload; the rest is left for bora wandb "
-     "sync"},
+     "how long the end of a run waits for the spool to upload (at most 3s after SIGINT or "
+     "SIGTERM); the rest is left for bora wandb sync"},
     {"sync", BORA_KEY_BOOL, 0, "false",
      "upload the spool a run left in dir and return (what bora wandb sync sets)"},
     {NULL, 0, 0, NULL, NULL},
 };
+
+enum { KILLED_WAIT_S = 3 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_start(void)
@@ -91,7 +96,8 @@ static int write_atomic(const wandb *w, const char *name, const char *text, int 
 int wandb_state_write(wandb *w, int durable)
 {
     char text[256];
-    int n = snprintf(text, sizeof text, "sent %lld\n", (long long)w->sent);
+    int n = snprintf(text, sizeof text, "sent %lld\nsummary %d\n", (long long)w->sent,
+                     !wandb_summary_dirty(w));
     if (w->ended)
         n += snprintf(text + n, sizeof text - (size_t)n, "exitcode %d\ncomplete %d\n",
                       (int)w->exitcode, w->completed);
@@ -136,30 +142,49 @@ static void json_string(FILE *out, const char *s)
     fputc('"', out);
 }
 
-/* Set one summary value (a metric's latest). */
-static int summary_set(wandb *w, const char *name, double v)
+/* Set name's value (a later value for the same name replaces it, keeping its place). */
+static int values_set(wandb_values *t, const char *name, double v)
 {
-    for (size_t i = 0; i < w->n_sum; i++)
-        if (strcmp(w->sum_names[i], name) == 0) {
-            w->sum_values[i] = v;
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->names[i], name) == 0) {
+            t->values[i] = v;
             return 0;
         }
-    if (w->n_sum == w->cap_sum) {
-        size_t cap = w->cap_sum ? w->cap_sum * 2 : 16;
-        char **names = realloc(w->sum_names, cap * sizeof *names);
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        char **names = realloc(t->names, cap * sizeof *names);
         if (!names)
             return -1;
-        w->sum_names = names;
-        double *values = realloc(w->sum_values, cap * sizeof *values);
+        t->names = names;
+        double *values = realloc(t->values, cap * sizeof *values);
         if (!values)
             return -1;
-        w->sum_values = values;
-        w->cap_sum = cap;
+        t->values = values;
+        t->cap = cap;
     }
-    if (!(w->sum_names[w->n_sum] = strdup(name)))
+    if (!(t->names[t->n] = strdup(name)))
         return -1;
-    w->sum_values[w->n_sum++] = v;
+    t->values[t->n++] = v;
     return 0;
+}
+
+static void values_clear(wandb_values *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->names[i]);
+    t->n = 0;
+}
+
+static void values_free(wandb_values *t)
+{
+    values_clear(t);
+    free(t->names);
+    free(t->values);
+}
+
+static int summary_set(wandb *w, const char *name, double v)
+{
+    return values_set(&w->sum, name, v);
 }
 
 /* The summary as one JSON object (malloc'd). */
@@ -171,12 +196,12 @@ static char *summary_json(const wandb *w)
     if (!f)
         return NULL;
     fputc('{', f);
-    for (size_t i = 0; i < w->n_sum; i++) {
+    for (size_t i = 0; i < w->sum.n; i++) {
         if (i)
             fputc(',', f);
-        json_string(f, w->sum_names[i]);
+        json_string(f, w->sum.names[i]);
         fputc(':', f);
-        json_number(f, w->sum_values[i]);
+        json_number(f, w->sum.values[i]);
     }
     fputc('}', f);
     if (fclose(f) != 0) {
@@ -197,13 +222,32 @@ static void summary_publish(wandb *w, int write_file)
     pthread_mutex_lock(&w->mu);
     free(w->summary_text);
     w->summary_text = text;
-    w->summary_dirty = 1;
+    w->summary_gen++;
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Load a spool left by an earlier process: count its lines (cutting a torn last one), take the
- * last step and runtime, the summary, and what the server acknowledged. */
+/* Find where line `sent` of history.jsonl starts, so the sender starts there without a scan. */
+static bora_status sent_offset(wandb *w)
+{
+    char path[4200];
+    wandb_path(w, "history.jsonl", path, sizeof path);
+    FILE *f = w->sent > 0 ? fopen(path, "r") : NULL;
+    if (!f)
+        return BORA_OK;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    for (int64_t k = 0; k < w->sent && (len = getline(&line, &cap, f)) > 0; k++)
+        w->sent_bytes += len;
+    free(line);
+    fclose(f);
+    return BORA_OK;
+}
+
+/* Load a spool left by an earlier process: count its lines (cutting a torn last one, unless
+ * syncing: the run may still be writing it), take the last step and runtime, the summary, and
+ * what the server acknowledged. */
 static bora_status spool_load(wandb *w)
 {
     const bora_host *h = w->h;
@@ -228,7 +272,7 @@ static bora_status spool_load(wandb *w)
     }
     free(line);
     fclose(f);
-    if (truncate(path, good) != 0) {
+    if (!w->sync && truncate(path, good) != 0) {
         free(last);
         return h->fail(h, BORA_ERR_IO, "cannot truncate '%s': %s", path, strerror(errno));
     }
@@ -241,7 +285,7 @@ static bora_status spool_load(wandb *w)
                            path, (long long)w->spooled);
         }
         if (json_object_object_get_ex(o, "_step", &v))
-            w->last_step = json_object_get_int64(v);
+            w->loaded_step = w->last_step = json_object_get_int64(v);
         if (json_object_object_get_ex(o, "_runtime", &v))
             w->runtime_base_s = json_object_get_double(v);
         json_object_put(o);
@@ -253,6 +297,8 @@ static bora_status spool_load(wandb *w)
         json_object_object_foreach(s, k, v) summary_set(w, k, json_object_get_double(v));
     }
     json_object_put(s);
+    int summary_ok = 0;
+    w->summary_gen = w->sum.n > 0;
     wandb_path(w, "state", path, sizeof path);
     if (!(f = fopen(path, "r")))
         return BORA_OK;
@@ -274,9 +320,13 @@ static bora_status spool_load(wandb *w)
             w->exitcode = (int32_t)value, w->ended = 1;
         else if (strcmp(key, "complete") == 0)
             w->completed = value != 0;
+        else if (strcmp(key, "summary") == 0)
+            summary_ok = value != 0;
     }
     fclose(f);
-    return BORA_OK;
+    if (summary_ok)
+        w->summary_acked = w->summary_gen;
+    return sent_offset(w);
 }
 
 /* The UpsertBucket variables from the keys, as run.json (config filled by log_hparams). */
@@ -311,10 +361,10 @@ static void wandb_free(wandb *w)
 {
     if (w->history)
         fclose(w->history);
-    for (size_t i = 0; i < w->n_sum; i++)
-        free(w->sum_names[i]);
-    free(w->sum_names);
-    free(w->sum_values);
+    if (w->lock_fd >= 0)
+        close(w->lock_fd);
+    values_free(&w->sum);
+    values_free(&w->row);
     free(w->summary_text);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->wake);
@@ -405,6 +455,23 @@ static bora_status expand_dir(wandb *w, const char *pattern)
     return BORA_OK;
 }
 
+/* One writer per spool: two wandb trackers in one list (or two processes) writing the same dir
+ * would interleave their lines and offsets. sync only reads, and takes no lock. */
+static bora_status lock_dir(wandb *w)
+{
+    char path[4200];
+    wandb_path(w, "lock", path, sizeof path);
+    w->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (w->lock_fd < 0)
+        return w->h->fail(w->h, BORA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (flock(w->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        return w->h->fail(w->h, BORA_ERR_CONFIG,
+                          "the spool '%s' is in use by another wandb tracker (the list names wandb "
+                          "twice with one dir, or another run): give each its own dir",
+                          w->dir);
+    return BORA_OK;
+}
+
 static bora_status wandb_setup(wandb *w, const bora_config *cfg)
 {
     const bora_host *h = w->h;
@@ -413,7 +480,8 @@ static bora_status wandb_setup(wandb *w, const bora_config *cfg)
     bora_status st = read_keys(w, cfg, vals, tags, &mode, &resume, &dir);
     if (st == BORA_OK)
         st = expand_dir(w, dir);
-    if (st != BORA_OK || (w->disabled = strcmp(mode, "disabled") == 0)) {
+    /* sync uploads what a run spooled whatever the mode says: asking for it is the intent */
+    if (st != BORA_OK || (w->disabled = !w->sync && strcmp(mode, "disabled") == 0)) {
         json_object_put(tags);
         return st;
     }
@@ -455,7 +523,8 @@ static bora_status wandb_setup(wandb *w, const bora_config *cfg)
                        w->dir);
     }
     snprintf(w->api_key, sizeof w->api_key, "%s", key ? key : "");
-    if ((st = mkdirs(h, w->dir)) != BORA_OK || (st = spool_load(w)) != BORA_OK) {
+    if ((st = mkdirs(h, w->dir)) != BORA_OK || (!w->sync && (st = lock_dir(w)) != BORA_OK) ||
+        (st = spool_load(w)) != BORA_OK) {
         json_object_put(tags);
         return st;
     }
@@ -479,10 +548,10 @@ static bora_status wandb_setup(wandb *w, const bora_config *cfg)
     }
     w->upsert_gen = w->sync ? 1 : 0;
     w->summary_text = summary_json(w);
-    w->summary_dirty = w->sync && w->n_sum > 0 && w->sent < w->spooled;
     wandb_path(w, "history.jsonl", path, sizeof path);
     if (!(w->history = fopen(path, "a")))
         return h->fail(h, BORA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    setvbuf(w->history, NULL, _IONBF, 0); /* a line is written whole or cut back (row_write) */
     pthread_mutex_lock(&w->mu);
     wandb_state_write(w, 0);
     pthread_mutex_unlock(&w->mu);
@@ -503,7 +572,8 @@ static bora_status wandb_create(const bora_host *h, const bora_config *cfg, cons
         return h->fail(h, BORA_ERR_NOMEM, "out of memory");
     memset(w, 0, sizeof *w);
     w->h = h;
-    w->last_step = -1;
+    w->last_step = w->loaded_step = w->row_step = -1;
+    w->lock_fd = -1;
     w->started_s = wall_s();
     snprintf(w->run_id, sizeof w->run_id, "%s", run_id && *run_id ? run_id : "run");
     pthread_mutex_init(&w->mu, NULL);
@@ -559,37 +629,57 @@ static bora_status wandb_log_hparams(bora_tracker *t, const char *config_json)
     return st;
 }
 
-static bora_status wandb_log(bora_tracker *t, int64_t step, const bora_metric *m, size_t n)
+/* Write the step being logged as one history line. The line is written whole or not at all:
+ * on a failed write the file is cut back to where the line began, so one transient error
+ * (a full disk) costs that step and not the rest of the run. */
+static bora_status row_write(wandb *w)
 {
-    wandb *w = (wandb *)t;
-    if (w->disabled || w->sync)
+    if (w->row_step < 0)
         return BORA_OK;
-    if (step <= w->last_step) {
-        /* A resumed run logs again the steps between its checkpoint and where it was stopped;
-         * the spool has them, and W&B keeps one line per step. */
-        if (!w->skipped_reported++)
-            BORA_INFO(w->h, "steps up to %lld are already in '%s'; not logging them again",
-                      (long long)w->last_step, w->dir);
-        return BORA_OK;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m)
+        return w->h->fail(w->h, BORA_ERR_NOMEM, "out of memory");
+    fputc('{', m);
+    for (size_t i = 0; i < w->row.n; i++) {
+        json_string(m, w->row.names[i]);
+        fputc(':', m);
+        json_number(m, w->row.values[i]);
+        fputc(',', m);
     }
-    double runtime = w->runtime_base_s + (wall_s() - w->started_s), stamp = wall_s();
+    fprintf(m, "\"_step\":%lld,\"_runtime\":%.3f,\"_timestamp\":%.3f}\n", (long long)w->row_step,
+            w->row_runtime_s, w->row_stamp_s);
+    if (fclose(m) != 0) {
+        free(text);
+        return w->h->fail(w->h, BORA_ERR_NOMEM, "out of memory");
+    }
+    int64_t step = w->row_step;
+    w->row_step = -1;
+    /* Where the line begins: the file's size (it is appended to, and dir/lock makes this the
+     * only writer); ftello is no use after a failed write, when stdio's idea of it is off. */
     FILE *f = w->history;
-    fputc('{', f);
-    for (size_t i = 0; i < n; i++) {
-        json_string(f, m[i].name);
-        fputc(':', f);
-        json_number(f, m[i].value);
-        fputc(',', f);
-        summary_set(w, m[i].name, m[i].value);
+    struct stat sb;
+    off_t at = fstat(fileno(f), &sb) == 0 ? sb.st_size : -1;
+    if (at < 0 || fwrite(text, 1, len, f) != len || fflush(f) != 0) {
+        int err = errno;
+        clearerr(f);
+        if (at >= 0 && ftruncate(fileno(f), at) != 0)
+            err = errno;
+        free(text);
+        values_clear(&w->row);
+        return w->h->fail(w->h, BORA_ERR_IO,
+                          "cannot write step %lld to '%s/history.jsonl': %s; the spool keeps the "
+                          "steps before it, later steps go on",
+                          (long long)step, w->dir, strerror(err));
     }
-    fprintf(f, "\"_step\":%lld,\"_runtime\":%.3f,\"_timestamp\":%.3f}\n", (long long)step, runtime,
-            stamp);
-    if (fflush(f) != 0 || ferror(f))
-        return w->h->fail(w->h, BORA_ERR_IO, "cannot write '%s/history.jsonl': %s", w->dir,
-                          strerror(errno));
+    free(text);
+    for (size_t i = 0; i < w->row.n; i++)
+        summary_set(w, w->row.names[i], w->row.values[i]);
     summary_set(w, "_step", (double)step);
-    summary_set(w, "_runtime", runtime);
-    summary_set(w, "_timestamp", stamp);
+    summary_set(w, "_runtime", w->row_runtime_s);
+    summary_set(w, "_timestamp", w->row_stamp_s);
+    values_clear(&w->row);
     w->last_step = step;
     pthread_mutex_lock(&w->mu);
     w->spooled++;
@@ -597,6 +687,39 @@ static bora_status wandb_log(bora_tracker *t, int64_t step, const bora_metric *m
     pthread_mutex_unlock(&w->mu);
     summary_publish(w, 0);
     return BORA_OK;
+}
+
+static bora_status wandb_log(bora_tracker *t, int64_t step, const bora_metric *m, size_t n)
+{
+    wandb *w = (wandb *)t;
+    if (w->disabled || w->sync)
+        return BORA_OK;
+    if (step <= w->loaded_step) {
+        /* A resumed run logs again the steps between its checkpoint and where it was stopped;
+         * the spool has them, and W&B keeps one line per step. */
+        if (!w->skipped_reported++)
+            BORA_INFO(w->h, "steps up to %lld are already in '%s'; not logging them again",
+                      (long long)w->loaded_step, w->dir);
+        return BORA_OK;
+    }
+    if (step != w->row_step && step <= (w->row_step > w->last_step ? w->row_step : w->last_step)) {
+        BORA_INFO(w->h,
+                  "step %lld arrived after step %lld was written; W&B keeps steps in order, "
+                  "so it is not logged",
+                  (long long)step, (long long)w->last_step);
+        return BORA_OK;
+    }
+    bora_status st = BORA_OK;
+    if (step != w->row_step) { /* a new step: the one before it is complete */
+        st = row_write(w);
+        w->row_step = step;
+        w->row_runtime_s = w->runtime_base_s + (wall_s() - w->started_s);
+        w->row_stamp_s = wall_s();
+    }
+    for (size_t i = 0; i < n; i++)
+        if (values_set(&w->row, m[i].name, m[i].value) != 0)
+            return w->h->fail(w->h, BORA_ERR_NOMEM, "out of memory");
+    return st;
 }
 
 static bora_status wandb_log_summary(bora_tracker *t, const bora_metric *m, size_t n)
@@ -617,6 +740,9 @@ static bora_status wandb_flush(bora_tracker *t)
     wandb *w = (wandb *)t;
     if (w->disabled || w->sync)
         return BORA_OK;
+    bora_status st = row_write(w);
+    if (st != BORA_OK)
+        return st;
     if (fflush(w->history) != 0 || fsync(fileno(w->history)) != 0)
         return w->h->fail(w->h, BORA_ERR_IO, "cannot sync '%s/history.jsonl': %s", w->dir,
                           strerror(errno));
@@ -664,19 +790,24 @@ static bora_status wandb_finish(bora_tracker *t, int32_t status)
                   (long long)w->spooled, w->dir, w->run_id);
         return st;
     }
-    double deadline = wall_s() + w->finish_timeout_s;
+    /* A run stopped by a signal is being asked to go away: wait a little, not finish_timeout;
+     * what is left stays in the spool for bora wandb sync. */
+    double wait_s = w->finish_timeout_s;
+    if (status == BORA_RUN_KILLED && wait_s > KILLED_WAIT_S)
+        wait_s = KILLED_WAIT_S;
+    double deadline = wall_s() + wait_s;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        int done = w->sent == w->spooled && !w->summary_dirty && w->upserted >= w->upsert_gen &&
-                   (w->ended ? w->completed : w->upserted > 0);
+        int done = w->sent == w->spooled && !wandb_summary_dirty(w) &&
+                   w->upserted >= w->upsert_gen && (w->ended ? w->completed : w->upserted > 0);
         if (done || w->gave_up || wall_s() >= deadline)
             break;
         double t_end = deadline < wall_s() + 0.5 ? deadline : wall_s() + 0.5;
         struct timespec ts = {(time_t)t_end, (long)((t_end - floor(t_end)) * 1e9)};
         pthread_cond_timedwait(&w->progress, &w->mu, &ts);
     }
-    int done =
-        w->sent == w->spooled && !w->summary_dirty && (w->ended ? w->completed : w->upserted > 0);
+    int done = w->sent == w->spooled && !wandb_summary_dirty(w) &&
+               (w->ended ? w->completed : w->upserted > 0);
     int64_t left = w->spooled - w->sent;
     char why[512];
     snprintf(why, sizeof why, "%s", w->last_error[0] ? w->last_error : "no answer yet");
