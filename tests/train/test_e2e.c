@@ -7,7 +7,7 @@
  *
  * With MODEL (a YAML flow mapping, its seq_len 64), BATCH and STEPS the same check trains that
  * model instead: the Llama family's is a 4-layer Llama (hidden 128, GQA, tied head) with Llama
- * 3's tokenizer (128,256 tokens), the same batches and steps.
+ * 3's tokenizer (128,256 tokens), 600 steps of 64 windows (the same tokens in twice the steps).
  *
  * usage: test_e2e PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MODEL BATCH STEPS] */
 #include "../test.h"
