@@ -1,5 +1,6 @@
 /* core/ckpt/checkpoint.c — atomic checkpoint directories (see checkpoint.h). */
 #include "checkpoint.h"
+#include "../config/config.h"
 
 #include "../util/log.h"
 #include "../util/str.h"
@@ -636,4 +637,25 @@ bora_status bora_ckpt_read_trainer(const char *dir, char **json)
     size_t len;
     snprintf(path, sizeof path, "%s/trainer.json", dir);
     return bora_read_file(path, 64u << 20, json, &len);
+}
+
+bora_status bora_ckpt_load_config(const char *dir, bora_cfg *cfg)
+{
+    char *text;
+    bora_status st = bora_ckpt_read_trainer(dir, &text);
+    if (st != BORA_OK)
+        return st;
+    json_object *o = json_tokener_parse(text), *c = NULL;
+    free(text);
+    if (!o || !json_object_object_get_ex(o, "config", &c) ||
+        !json_object_is_type(c, json_type_object)) {
+        json_object_put(o);
+        return bora_error_set(BORA_ERR_INVALID, "%s/trainer.json has no configuration", dir);
+    }
+    const char *cj = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN);
+    char name[4200];
+    snprintf(name, sizeof name, "%s/trainer.json", dir);
+    st = bora_cfg_load_string(cfg, name, cj, strlen(cj)); /* JSON is YAML */
+    json_object_put(o);
+    return st;
 }

@@ -65,6 +65,10 @@ bora_status bora_ckpt_check_tensor(const char *file, const char *name, int32_t d
                                    const void *data, size_t nbytes, const char *want);
 /* dir/trainer.json's text (malloc'ed, NUL-terminated). */
 bora_status bora_ckpt_read_trainer(const char *dir, char **json);
+/* The resolved configuration dir/trainer.json records, loaded into cfg (a bora_cfg of
+ * core/config/config.h); errors name the file. */
+struct bora_cfg;
+bora_status bora_ckpt_load_config(const char *dir, struct bora_cfg *cfg);
 
 /* Make a directory and its parents. */
 bora_status bora_mkdir_p(const char *path);

@@ -70,32 +70,6 @@ static int parse_opts(const bora_cli *cli, export_opts *o)
     return 0;
 }
 
-/* The resolved configuration recorded in dir/trainer.json, loaded into cfg. */
-static bora_status load_config(const char *dir, bora_cfg *cfg)
-{
-    char *text;
-    bora_status st = bora_ckpt_read_trainer(dir, &text);
-    if (st != BORA_OK)
-        return bora_error_set(st,
-                              "checkpoint %s: %s; give a step-N directory bora train wrote, or "
-                              "its run directory for the latest",
-                              dir, bora_error_get());
-    json_object *o = json_tokener_parse(text), *c = NULL;
-    free(text);
-    if (!o || !json_object_object_get_ex(o, "config", &c) ||
-        !json_object_is_type(c, json_type_object)) {
-        json_object_put(o);
-        return bora_error_set(BORA_ERR_INVALID,
-                              "%s/trainer.json has no configuration; restore it as saved", dir);
-    }
-    const char *cj = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN);
-    char name[4400];
-    snprintf(name, sizeof name, "%s/trainer.json", dir);
-    st = bora_cfg_load_string(cfg, name, cj, strlen(cj)); /* JSON is YAML */
-    json_object_put(o);
-    return st;
-}
-
 int bora_cmd_export(const bora_cli *cli)
 {
     export_opts o;
@@ -128,8 +102,11 @@ int bora_cmd_export(const bora_cli *cli)
     if (bora_ckpt_list(o.checkpoint, &steps, &n_steps) == BORA_OK && n_steps)
         snprintf(dir, sizeof dir, "%s/step-%" PRId64, o.checkpoint, steps[n_steps - 1]);
     free(steps);
-    if (load_config(dir, cfg) != BORA_OK) {
-        bora_log(BORA_LOG_ERROR, "export: %s", bora_error_get());
+    if (bora_ckpt_load_config(dir, cfg) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR,
+                 "export: checkpoint %s: %s; give a step-N directory bora train wrote, or its "
+                 "run directory for the latest",
+                 dir, bora_error_get());
         goto out;
     }
     bora_config_check(cfg, reg, 1);

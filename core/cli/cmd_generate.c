@@ -176,28 +176,6 @@ static int parse_opts(const bora_cli *cli, gen_opts *o)
     return 0;
 }
 
-/* The resolved configuration recorded in DIR/trainer.json, loaded into cfg. */
-static bora_status load_config(const char *dir, bora_cfg *cfg)
-{
-    char *text;
-    bora_status st = bora_ckpt_read_trainer(dir, &text);
-    if (st != BORA_OK)
-        return st;
-    json_object *o = json_tokener_parse(text), *c = NULL;
-    free(text);
-    if (!o || !json_object_object_get_ex(o, "config", &c) ||
-        !json_object_is_type(c, json_type_object)) {
-        json_object_put(o);
-        return bora_error_set(BORA_ERR_INVALID, "%s/trainer.json has no configuration", dir);
-    }
-    const char *cj = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN);
-    char name[4200];
-    snprintf(name, sizeof name, "%s/trainer.json", dir);
-    st = bora_cfg_load_string(cfg, name, cj, strlen(cj)); /* JSON is YAML */
-    json_object_put(o);
-    return st;
-}
-
 /* A graph whose output is (batch 1, position, vocab) f32 logits, and how to read one row. */
 typedef struct logits_out {
     g_graph *g;
@@ -298,7 +276,7 @@ int bora_cmd_generate(const bora_cli *cli)
         bora_cfg_print_errors(cfg, stderr);
         goto out;
     }
-    if (!o.hf && load_config(o.checkpoint, cfg) != BORA_OK) {
+    if (!o.hf && bora_ckpt_load_config(o.checkpoint, cfg) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "generate: %s", bora_error_get());
         goto out;
     }

@@ -78,28 +78,6 @@ static int parse_opts(const bora_cli *cli, viz_opts *o)
     return 0;
 }
 
-/* The resolved configuration recorded in DIR/trainer.json, loaded into cfg. */
-static bora_status load_config(const char *dir, bora_cfg *cfg)
-{
-    char *text;
-    bora_status st = bora_ckpt_read_trainer(dir, &text);
-    if (st != BORA_OK)
-        return st;
-    json_object *o = json_tokener_parse(text), *c = NULL;
-    free(text);
-    if (!o || !json_object_object_get_ex(o, "config", &c) ||
-        !json_object_is_type(c, json_type_object)) {
-        json_object_put(o);
-        return bora_error_set(BORA_ERR_INVALID, "%s/trainer.json has no configuration", dir);
-    }
-    const char *cj = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN);
-    char name[4400];
-    snprintf(name, sizeof name, "%s/trainer.json", dir);
-    st = bora_cfg_load_string(cfg, name, cj, strlen(cj)); /* JSON is YAML */
-    json_object_put(o);
-    return st;
-}
-
 /* The eval graph (batch 1): its (position, vocab) f32 logits and how to index them. */
 typedef struct logits_graph {
     g_graph *g;
@@ -276,7 +254,7 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
     snprintf(dir, sizeof dir, "%s", o.checkpoint);
     if (bora_ckpt_list(o.checkpoint, &steps, &n_steps) == BORA_OK && n_steps)
         snprintf(dir, sizeof dir, "%s/step-%" PRId64, o.checkpoint, steps[n_steps - 1]);
-    if (load_config(dir, cfg) != BORA_OK) {
+    if (bora_ckpt_load_config(dir, cfg) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "viz-logprobs: %s", bora_error_get());
         goto out;
     }
