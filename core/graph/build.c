@@ -1117,7 +1117,8 @@ const char *g_op_name(int op)
                                         "iota",
                                         "rms_norm",
                                         "rms_norm_grad",
-                                        "rope"};
+                                        "rope",
+                                        "sample"};
     _Static_assert(sizeof names / sizeof names[0] == BORA_OP_COUNT_, "a name for every op");
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];

@@ -7,28 +7,15 @@
 #include "../util/log.h"
 #include "../util/str.h"
 
+#include <bora/philox.h>
+
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* ---- Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3") ------------ */
-
-static void philox4x32(uint32_t ctr[4], const uint32_t key_in[2])
-{
-    uint32_t key[2] = {key_in[0], key_in[1]};
-    for (int round = 0; round < 10; round++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * ctr[0], p1 = (uint64_t)0xCD9E8D57u * ctr[2];
-        uint32_t c0 = (uint32_t)(p1 >> 32) ^ ctr[1] ^ key[0];
-        uint32_t c1 = (uint32_t)p1;
-        uint32_t c2 = (uint32_t)(p0 >> 32) ^ ctr[3] ^ key[1];
-        uint32_t c3 = (uint32_t)p0;
-        ctr[0] = c0, ctr[1] = c1, ctr[2] = c2, ctr[3] = c3;
-        key[0] += 0x9E3779B9u;
-        key[1] += 0xBB67AE85u;
-    }
-}
+/* ---- initial values: Philox4x32-10 (sdk/bora/philox.h) --------------------------------- */
 
 /* FNV-1a, 64-bit: the name's part of the key. */
 static uint64_t hash_name(const char *s)
@@ -56,7 +43,7 @@ static double init_at(uint64_t seed, const uint32_t key[2], bora_init init, uint
     }
     /* One counter per element: (index, seed) -> two uniforms -> one normal (Box-Muller). */
     uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)seed, (uint32_t)(seed >> 32)};
-    philox4x32(ctr, key);
+    bora_philox4x32(ctr, key);
     double u1 = ((double)(((uint64_t)ctr[0] << 21) ^ ctr[1]) + 0.5) / 9007199254740992.0;
     double u2 = (double)ctr[2] / 4294967296.0;
     u1 = fmod(u1, 1.0);

@@ -86,8 +86,11 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
         gval *state[8];
         for (size_t k = 0; k < n_slots; k++)
             state[k] = g_state_leaf(g, (long)i, (int)k);
-        bora_param_update u = {
-            sizeof u, !(s->flags & BORA_PARAM_NO_DECAY), s->name, params[i], gr, state, scalars};
+        bora_param_update u = {sizeof u, !(s->flags & BORA_PARAM_NO_DECAY),
+                               s->name,  params[i],
+                               gr,       state,
+                               scalars,  NULL,
+                               NULL};
         if (ops->build_update(opt, gp, &u) != BORA_OK) {
             if (!g->status)
                 g_fail(g, "optimizer '%s': %s", ops->hdr.name, bora_error_get());

@@ -229,7 +229,15 @@ typedef enum bora_op {
      * ADD. With inverse set the sine is negated (the rotation's transpose, its gradient). A row
      * at or past P fails the kernel with BORA_ERR_INVALID. */
     BORA_OP_ROPE = 54,
-    BORA_OP_COUNT_ = 55 /* one past the last op id */
+    /* ABI 1.11. (logits (R, V) f32 or f64, counter i64 (2)) -> i32 (R) (bora_opt_sample): row r's
+     * token drawn from softmax(logits[r]) by the inverse of its cumulative distribution, summed in
+     * f64 over v = 0 .. V-1 in order, at the uniform u in [0, 1) that Philox4x32-10
+     * (sdk/bora/philox.h) gives for key (seed) and counter (counter[1] + r, stream, counter[0]):
+     * counter[0] is the step and counter[1] the index of the first row among the step's rows, so
+     * a token depends on (seed, stream, step, row) alone, not on micro-batching or threads. A
+     * row with a non-finite logit or no positive mass gives -1. */
+    BORA_OP_SAMPLE = 55,
+    BORA_OP_COUNT_ = 56 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */
@@ -306,6 +314,13 @@ typedef struct bora_opt_rope { /* ABI 1.9 */
     int32_t inverse;       /* 1: the sine negated (the gradient) */
     int32_t reserved;
 } bora_opt_rope;
+
+typedef struct bora_opt_sample { /* ABI 1.11 */
+    uint32_t struct_size;
+    uint32_t reserved;
+    uint64_t seed;   /* Philox's key */
+    uint64_t stream; /* what the draws are for, so two uses of one seed never share numbers */
+} bora_opt_sample;
 
 typedef struct bora_opt_pad {
     uint32_t struct_size;
@@ -575,6 +590,11 @@ struct bora_graph_api {
      * plus the runtime position's max), and rounded once to x's dtype. Dynamic NTK takes that
      * count as its sequence length. The gradient is the same rotation transposed. */
     bora_tensor *(*rope)(bora_graph *g, bora_tensor *x, const bora_rope_opts *opts);
+    /* ABI 1.11. A token per position drawn from softmax(logits) along axis (BORA_OP_SAMPLE):
+     * logits f32 or f64, counter a 1-d i64 tensor of 2 (step, index of the first row); the result
+     * is i32 with logits' other axes and no gradient. */
+    bora_tensor *(*sample)(bora_graph *g, bora_tensor *logits, const char *axis,
+                           bora_tensor *counter, uint64_t seed, uint64_t stream);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

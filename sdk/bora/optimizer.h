@@ -68,6 +68,38 @@ extern "C" {
 
 typedef struct bora_optimizer bora_optimizer; /* an optimizer instance; owned by its plugin */
 
+/* ABI 1.11: the second-order estimates the host can make for an optimizer (docs/optimizers.md). */
+typedef enum bora_hessian_kind {
+    BORA_HESSIAN_NONE = 0,
+    /* Hutchinson's diagonal estimate z ⊙ (H z), H the Hessian of the training loss and z standard
+     * normal, drawn with Philox keyed by (seed, step, parameter name, element) */
+    BORA_HESSIAN_HUTCHINSON = 1,
+    /* Gauss-Newton-Bartlett: B · ĝ ⊙ ĝ, ĝ the gradient of the mean loss at labels drawn from the
+     * model's own softmax (BORA_OP_SAMPLE), B the estimate's count of loss tokens */
+    BORA_HESSIAN_GNB = 2
+} bora_hessian_kind;
+
+/* What an optimizer asks of the host's estimate (ABI 1.11). */
+typedef struct bora_hessian_spec {
+    uint32_t struct_size;
+    int32_t kind;          /* a bora_hessian_kind */
+    int64_t interval;      /* estimate at steps 1, 1 + interval, 1 + 2·interval, ... (>= 1) */
+    int64_t micro_batches; /* of the step's micro-batches, the first this many (0: all) */
+} bora_hessian_spec;
+
+/* How a metric's per-parameter reports combine into the value logged each step (ABI 1.11). */
+typedef enum bora_metric_reduce {
+    BORA_METRIC_SUM = 1,  /* the sum of the reports */
+    BORA_METRIC_NORM = 2, /* the square root of the sum (report squared sums) */
+    BORA_METRIC_MEAN = 3  /* the sum over the element count of the parameters reported */
+} bora_metric_reduce;
+
+typedef struct bora_optimizer_metric {
+    const char *name; /* as logged: "optim/hessian_norm" */
+    int32_t reduce;   /* a bora_metric_reduce */
+    int32_t reserved;
+} bora_optimizer_metric;
+
 /* What build_update() receives for one parameter. */
 typedef struct bora_param_update {
     uint32_t struct_size;
@@ -77,6 +109,11 @@ typedef struct bora_param_update {
     bora_tensor *grad;           /* already scaled by the host's clipping factor */
     bora_tensor *const *state;   /* one tensor per slot, in the order of ops->slots; assign too */
     bora_tensor *const *scalars; /* one 0-d f32 input per name in ops->scalars */
+    /* ABI 1.11: add value (0-d, any float dtype) to this step's metric i of ops->metrics; the
+     * host sums the reports in parameter order in f64. NULL on an older host. */
+    bora_status (*report)(bora_graph *g, const struct bora_param_update *u, int32_t metric,
+                          bora_tensor *value);
+    void *host_private;
 } bora_param_update;
 
 typedef struct bora_optimizer_ops {
@@ -96,6 +133,18 @@ typedef struct bora_optimizer_ops {
     /* Append the update of one parameter to the apply graph. */
     bora_status (*build_update)(bora_optimizer *o, bora_graph *g, const bora_param_update *u);
     void (*destroy)(bora_optimizer *o);
+
+    /* ABI 1.11, all optional. The estimate this instance wants, if any (fill spec; its kind
+     * stays BORA_HESSIAN_NONE for none). On an estimate step the host computes it at the step's
+     * parameters, before the update, and calls build_hessian_update for every parameter with
+     * u->grad the estimate (the state and scalars as for build_update, the scalars those of the
+     * same step): the optimizer folds it into its state there (an EMA), then build_update runs. */
+    bora_status (*hessian)(bora_optimizer *o, bora_hessian_spec *spec);
+    bora_status (*build_hessian_update)(bora_optimizer *o, bora_graph *g,
+                                        const bora_param_update *u);
+    /* Metrics the updates report through u->report, terminated by a NULL name; logged by the
+     * host at every step (a metric reported only on estimate steps is logged on those). */
+    const bora_optimizer_metric *metrics;
 } bora_optimizer_ops;
 
 #ifdef __cplusplus

@@ -14,13 +14,14 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 10,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 11,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
                    BORA_OP_XENT_FUSED == 38 && BORA_OP_SUM_SQUARES == 39 && BORA_OP_SIN == 40 &&
                    BORA_OP_WHERE == 50 && BORA_OP_IOTA == 51 && BORA_OP_RMS_NORM == 52 &&
-                   BORA_OP_RMS_NORM_GRAD == 53 && BORA_OP_ROPE == 54 && BORA_OP_COUNT_ == 55,
+                   BORA_OP_RMS_NORM_GRAD == 53 && BORA_OP_ROPE == 54 && BORA_OP_SAMPLE == 55 &&
+                   BORA_OP_COUNT_ == 56,
                "op ids changed");
 
 static void layout(void)
@@ -177,7 +178,9 @@ static void layout(void)
                    "bora_attention_opts.kv_head_axis");
     _Static_assert(offsetof(bora_attention_opts, sliding_window) == 80,
                    "bora_attention_opts.sliding_window");
-    _Static_assert(sizeof(bora_graph_api) == 328, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 336, "size of bora_graph_api");
+    /* ABI 1.11 */
+    _Static_assert(offsetof(bora_graph_api, sample) == 328, "bora_graph_api.sample");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -279,7 +282,10 @@ static void layout(void)
     _Static_assert(offsetof(bora_model_ops, destroy) == 48, "bora_model_ops.destroy");
     _Static_assert(offsetof(bora_model_ops, hf_config) == 56, "bora_model_ops.hf_config");
     _Static_assert(offsetof(bora_model_ops, hf_keys) == 64, "bora_model_ops.hf_keys");
-    _Static_assert(sizeof(bora_param_update) == 48, "size of bora_param_update");
+    _Static_assert(sizeof(bora_param_update) == 64, "size of bora_param_update");
+    _Static_assert(offsetof(bora_param_update, report) == 48, "bora_param_update.report");
+    _Static_assert(offsetof(bora_param_update, host_private) == 56,
+                   "bora_param_update.host_private");
     _Static_assert(offsetof(bora_param_update, struct_size) == 0, "bora_param_update.struct_size");
     _Static_assert(offsetof(bora_param_update, weight_decay) == 4,
                    "bora_param_update.weight_decay");
@@ -288,7 +294,20 @@ static void layout(void)
     _Static_assert(offsetof(bora_param_update, grad) == 24, "bora_param_update.grad");
     _Static_assert(offsetof(bora_param_update, state) == 32, "bora_param_update.state");
     _Static_assert(offsetof(bora_param_update, scalars) == 40, "bora_param_update.scalars");
-    _Static_assert(sizeof(bora_optimizer_ops) == 80, "size of bora_optimizer_ops");
+    _Static_assert(sizeof(bora_optimizer_ops) == 104, "size of bora_optimizer_ops");
+    _Static_assert(offsetof(bora_optimizer_ops, hessian) == 80, "bora_optimizer_ops.hessian");
+    _Static_assert(offsetof(bora_optimizer_ops, build_hessian_update) == 88,
+                   "bora_optimizer_ops.build_hessian_update");
+    _Static_assert(offsetof(bora_optimizer_ops, metrics) == 96, "bora_optimizer_ops.metrics");
+    _Static_assert(sizeof(bora_hessian_spec) == 24, "size of bora_hessian_spec");
+    _Static_assert(offsetof(bora_hessian_spec, kind) == 4, "bora_hessian_spec.kind");
+    _Static_assert(offsetof(bora_hessian_spec, interval) == 8, "bora_hessian_spec.interval");
+    _Static_assert(offsetof(bora_hessian_spec, micro_batches) == 16,
+                   "bora_hessian_spec.micro_batches");
+    _Static_assert(sizeof(bora_optimizer_metric) == 16, "size of bora_optimizer_metric");
+    _Static_assert(sizeof(bora_opt_sample) == 24, "size of bora_opt_sample");
+    _Static_assert(offsetof(bora_opt_sample, seed) == 8, "bora_opt_sample.seed");
+    _Static_assert(offsetof(bora_opt_sample, stream) == 16, "bora_opt_sample.stream");
     _Static_assert(offsetof(bora_optimizer_ops, hdr) == 0, "bora_optimizer_ops.hdr");
     _Static_assert(offsetof(bora_optimizer_ops, create) == 32, "bora_optimizer_ops.create");
     _Static_assert(offsetof(bora_optimizer_ops, slots) == 40, "bora_optimizer_ops.slots");
