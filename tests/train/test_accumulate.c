@@ -4,10 +4,15 @@
  * 1e-5 absolute on weights after 6 AdamW steps); and the same run twice is bitwise equal. The
  * same holds with trainer.mp p=f32,c=bf16 (weights within 5e-4, a sixth of one early AdamW step
  * at this learning rate: two f32 values a rounding apart may round to neighbouring bf16 values,
- * in the matmuls' operands and in attention's probabilities; measured 5.5e-5, and 2.6e-4 with
- * r=bf16), whose losses stay within 1% of f32's but are not its bits (the products are
- * bf16's). And again with r=bf16 too (the residual stream kept in bf16), whose losses are within
- * 1% of c=bf16's and not its bits.
+ * in the matmuls' operands and in attention's probabilities), whose losses stay within 1% of
+ * f32's but are not its bits (the products are bf16's). And again with r=bf16 too (the residual
+ * stream kept in bf16), whose losses are within 1% of c=bf16's and not its bits; its weights
+ * within 3e-3, one early AdamW step: AdamW's first steps move a weight by about the learning
+ * rate whatever its gradient's size, so an element whose gradient is at the rounding level of
+ * the bf16 stream may step either way. Measured, c=bf16 and r=bf16: 5.5e-5 and 2.6e-4 on
+ * oneDNN's AVX512-BF16 kernels (AMD Zen 5), 1.4e-4 and 2.1e-3 on its AMX tile kernels (Xeon
+ * family 6 model 207), whose f32 sums are ordered by the product's shape, and so by the
+ * micro-batch size.
  *
  * With MODEL (a YAML flow mapping) the runs train that model instead of the small GPT-2.
  *
@@ -111,7 +116,7 @@ static void check_accumulation(const char *big, const char *micro, const char *a
         double d = max_diff(ma, mb, &bitwise);
         printf("final weights: largest difference %.3g between one batch and micro-batches\n", d);
         /* bf16: weights a rounding apart can round their copies a bf16 step apart */
-        CHECK(d >= 0 && d <= (strstr(mp, "bf16") ? 5e-4 : 1e-5));
+        CHECK(d >= 0 && d <= (strstr(mp, "r=bf16") ? 3e-3 : strstr(mp, "bf16") ? 5e-4 : 1e-5));
         CHECK(max_diff(ma, mc, &bitwise) == 0 && bitwise);
     }
     bora_st_close(ma);
