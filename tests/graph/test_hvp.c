@@ -249,6 +249,20 @@ static bora_tensor *b_layout(bora_graph *g, int v)
     }
 }
 
+/* a chain through three checkpoints: the backward recomputes the segments between them. */
+static bora_tensor *b_checkpointed(bora_graph *g, int v)
+{
+    (void)v;
+    bora_axis ax[3] = {AX("x", 3), AX("y", 4), AX("z", 5)};
+    const char *y[] = {"y"};
+    bora_tensor *h = g->api->checkpoint(g, bora_unary(g, BORA_OP_TANH, P(g, "a", 2, ax)));
+    h = bora_unary(g, BORA_OP_TANH, bora_dot(g, h, P(g, "b", 2, ax + 1), 1, y));
+    h = g->api->checkpoint(g, h);
+    h = bora_unary(g, BORA_OP_SILU, bora_mul(g, h, P(g, "c", 1, ax + 2)));
+    h = g->api->checkpoint(g, h);
+    return bora_unary(g, BORA_OP_GELU_EXACT, bora_mul(g, h, h));
+}
+
 static const hcase cases[] = {
     {"unary", b_unary, 30},
     {"binary", b_binary, 8},
@@ -262,6 +276,7 @@ static const hcase cases[] = {
     {"attention", b_attention, 4},
     {"rope", b_rope, 2},
     {"layout", b_layout, 6},
+    {"checkpointed", b_checkpointed, 1},
 };
 
 /* ---- running ------------------------------------------------------------------------------ */
@@ -287,8 +302,8 @@ static gval *case_loss(g_graph *g, const hcase *c, int v, int64_t *n_out)
         ax[i] = gp->api->axis(out, i), names[i] = ax[i].name;
         *n_out *= ax[i].size;
     }
-    bora_tensor *w = bora_input(gp, "__w", BORA_DTYPE_F64, out->ndim, ax);
-    bora_tensor *u = bora_input(gp, "__u", BORA_DTYPE_F64, out->ndim, ax);
+    bora_tensor *w = bora_input(gp, "__w", out->dtype, out->ndim, ax);
+    bora_tensor *u = bora_input(gp, "__u", out->dtype, out->ndim, ax);
     bora_tensor *terms =
         bora_add(gp, bora_mul(gp, out, w), bora_mul(gp, bora_mul(gp, out, out), u));
     bora_tensor *loss =
@@ -299,15 +314,20 @@ static gval *case_loss(g_graph *g, const hcase *c, int v, int64_t *n_out)
     return loss;
 }
 
-static void set_weights(g_graph *g, int64_t n)
+static void set_weights(g_graph *g, int64_t n, int dtype)
 {
     double *w = malloc(sizeof(double) * (size_t)n), *u = malloc(sizeof(double) * (size_t)n);
     for (int64_t i = 0; i < n; i++) {
         w[i] = sin(1.0 + (double)i * 0.7) + 0.3;
         u[i] = 0.25 * cos(0.4 + (double)i * 1.3);
     }
-    g_set_input(g, "__w", w, sizeof(double) * (size_t)n);
-    g_set_input(g, "__u", u, sizeof(double) * (size_t)n);
+    if (dtype == BORA_DTYPE_F32) /* in place: each float below the double it came from */
+        for (int64_t i = 0; i < n; i++) {
+            ((float *)w)[i] = (float)w[i];
+            ((float *)u)[i] = (float)u[i];
+        }
+    g_set_input(g, "__w", w, bora_dtype_size(dtype) * (size_t)n);
+    g_set_input(g, "__u", u, bora_dtype_size(dtype) * (size_t)n);
     free(w);
     free(u);
 }
@@ -338,8 +358,8 @@ static void check_case(const hcase *c, int v)
             ops_seen[h->nodes[i]->op]++;
     fill_int_inputs(h);
     fill_int_inputs(t);
-    set_weights(h, n_out);
-    set_weights(t, n_out);
+    set_weights(h, n_out, BORA_DTYPE_F64);
+    set_weights(t, n_out, BORA_DTYPE_F64);
     size_t bytes = s->param_bytes;
     double *theta = malloc(bytes), *vdir = calloc(1, bytes), *hv = malloc(bytes),
            *again = malloc(bytes), *gp = malloc(bytes), *gm = malloc(bytes);
@@ -400,6 +420,103 @@ done:
     g_graph_free(h);
     g_graph_free(t);
     rig_close(&r);
+}
+
+/* H·v of case c/v in a fresh store on num_threads threads (mixed: under trainer.mp c=bf16,
+ * r=bf16, with the parameters f32): the hvp block's bytes (malloc'd, *bytes), or NULL. With
+ * no_bf16, fails when the Hessian graph holds a bf16 value. */
+static char *hvp_bytes(const hcase *c, int v, int num_threads, int mixed, size_t *bytes)
+{
+    rig r;
+    rig_open(&r, plugin_dir, num_threads, 13);
+    if (mixed)
+        g_store_mixed(r.store, BORA_DTYPE_BF16, BORA_DTYPE_BF16, BORA_ABI_MINOR);
+    g_graph *h = g_graph_new(r.store, BORA_MODE_HESSIAN);
+    int64_t n_out = 0;
+    gval *loss = case_loss(h, c, v, &n_out);
+    char *out = NULL;
+    if (!loss || g_hvp(h, loss) || g_finalize(h) || g_store_materialize(r.store)) {
+        fprintf(stderr, "%s/%d on %d threads%s: %s\n", c->name, v, num_threads,
+                mixed ? " (mixed)" : "", h->error);
+        test_failures++;
+        goto done;
+    }
+    for (size_t i = 0; i < h->n_vals; i++)
+        if (h->vals[i]->dtype == BORA_DTYPE_BF16) {
+            fprintf(stderr, "%s/%d: the Hessian graph holds bf16 value '%s'\n", c->name, v,
+                    h->vals[i]->label ? h->vals[i]->label : "?");
+            test_failures++;
+            break;
+        }
+    fill_int_inputs(h);
+    set_weights(h, n_out, loss->dtype);
+    for (size_t k = 0; k < r.store->n_slots; k++) {
+        const g_slot *p = &r.store->slots[k];
+        size_t n = p->nbytes / bora_dtype_size(p->dtype);
+        float *d = malloc(sizeof(float) * n);
+        for (size_t i = 0; i < n; i++)
+            d[i] = (float)direction(k, i);
+        CHECK(g_store_write_tangent(r.store, (long)k, d, n) == BORA_OK);
+        free(d);
+    }
+    CHECK(g_run(h) == BORA_OK);
+    *bytes = r.store->param_bytes;
+    out = malloc(*bytes);
+    memcpy(out, r.store->hvp_ptr, *bytes);
+done:
+    g_graph_free(h);
+    rig_close(&r);
+    return out;
+}
+
+/* f32 models (a dot with GELU, a residual stream, attention) for the two checks below. */
+static bora_tensor *b_f32_block(bora_graph *g, int v)
+{
+    bora_axis qa[4] = {AX("batch", 2), AX("heads", 2), AX("position", 4), AX("head_dim", 3)};
+    bora_axis ka[4] = {AX("batch", 2), AX("heads", 2), AX("key_position", 4), AX("head_dim", 3)};
+    bora_axis wa[2] = {AX("head_dim", 3), AX("mlp", 5)};
+    const char *hd[] = {"head_dim"};
+    bora_init init = bora_init_normal(1.0);
+    bora_tensor *q = bora_param(g, "q", BORA_DTYPE_F32, 4, qa, init, 0);
+    bora_tensor *k = bora_param(g, "k", BORA_DTYPE_F32, 4, ka, init, 0);
+    bora_tensor *vv = bora_param(g, "v", BORA_DTYPE_F32, 4, ka, init, 0);
+    bora_attention_opts o = {.struct_size = sizeof o, .causal = 1};
+    bora_tensor *x = bora_residual(g, g->api->attention(g, q, k, vv, &o));
+    if (v)
+        return x;
+    bora_tensor *w = bora_param(g, "w", BORA_DTYPE_F32, 2, wa, init, 0);
+    bora_dot_opts d = {sizeof d, BORA_OP_GELU_TANH, NULL};
+    return g->api->dot(g, x, w, 1, hd, &d);
+}
+
+/* The same bits on 1 and 3 threads (f64 cases and an f32 one); under trainer.mp c=bf16 the
+ * Hessian graph computes in f32: no bf16 value, the bits of the f32 store's. */
+static void check_threads_and_mixed(void)
+{
+    static const hcase f32_block = {"f32 block", b_f32_block, 2};
+    const hcase *which[] = {&cases[4], &cases[9], &cases[12], &f32_block};
+    for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
+        size_t n1 = 0, n3 = 0;
+        char *one = hvp_bytes(which[i], which[i]->variants - 1, 1, 0, &n1);
+        char *three = hvp_bytes(which[i], which[i]->variants - 1, 3, 0, &n3);
+        if (one && three && (n1 != n3 || memcmp(one, three, n1))) {
+            fprintf(stderr, "%s: H·v differs between 1 and 3 threads\n", which[i]->name);
+            test_failures++;
+        }
+        free(one);
+        free(three);
+    }
+    for (int v = 0; v < 2; v++) {
+        size_t n32 = 0, nmp = 0;
+        char *f32 = hvp_bytes(&f32_block, v, 2, 0, &n32),
+             *mp = hvp_bytes(&f32_block, v, 2, 1, &nmp);
+        if (f32 && mp && (n32 != nmp || memcmp(f32, mp, n32))) {
+            fprintf(stderr, "f32 block/%d: H·v under c=bf16 differs from the f32 store's\n", v);
+            test_failures++;
+        }
+        free(f32);
+        free(mp);
+    }
 }
 
 /* hvp_write: one run writes H·v (no zeroing needed); the f32 read-back and write helpers. */
@@ -532,6 +649,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int v = 0; v < cases[i].variants; v++, n_checks++)
             check_case(&cases[i], v);
+    check_threads_and_mixed();
     check_write_and_f32();
     check_grads_to_hvp();
     check_misuse();
