@@ -519,7 +519,8 @@ static void check_threads_and_mixed(void)
     }
 }
 
-/* hvp_write: one run writes H·v (no zeroing needed); the f32 read-back and write helpers. */
+/* hvp_write: one run writes H·v (no zeroing needed; zeros where the gradient is constant); the
+ * f32 read-back and write helpers. */
 static void check_write_and_f32(void)
 {
     rig r;
@@ -531,22 +532,30 @@ static void check_write_and_f32(void)
     bora_axis ax[1] = {AX("x", 3)};
     bora_tensor *a = bora_param(gp, "a", BORA_DTYPE_F32, 1, ax, bora_init_normal(1.0), 0);
     const char *x[] = {"x"};
-    /* L = Σ a³ / 3: H = diag(2a), H·v = 2 a v */
+    bora_tensor *lin = bora_param(gp, "lin", BORA_DTYPE_F32, 1, ax, bora_init_normal(1.0), 0);
+    /* L = Σ a³ / 3 + Σ lin: H = diag(2a) for a (H·v = 2 a v), zero for lin */
     bora_tensor *loss = gp->api->scale(
         gp, gp->api->reduce(gp, BORA_OP_SUM, bora_mul(gp, bora_mul(gp, a, a), a), 1, x), 1.0 / 3);
+    loss = bora_add(gp, loss, gp->api->reduce(gp, BORA_OP_SUM, lin, 1, x));
     CHECK(g_hvp(h, loss) == BORA_OK && g_finalize(h) == BORA_OK);
     CHECK(g_store_materialize(s) == BORA_OK);
     float v[3] = {1, -2, 0.5f}, got[3], *pa = rig_param(&r, "a");
     CHECK(g_store_write_tangent(s, 0, v, 3) == BORA_OK);
+    CHECK(g_store_write_tangent(s, 1, v, 3) == BORA_OK);
+    CHECK(g_store_write(s, S_HVP, 1, v, sizeof v) == BORA_OK); /* written over with zeros */
     for (int run = 0; run < 2; run++) {
         CHECK(g_run(h) == BORA_OK && g_store_read_hvp(s, 0, got, 3) == BORA_OK);
         for (int i = 0; i < 3; i++)
             CHECK(fabsf(got[i] - 2 * pa[i] * v[i]) <= 1e-6f * (1 + fabsf(got[i])));
+        CHECK(g_store_read_hvp(s, 1, got, 3) == BORA_OK);
+        CHECK(got[0] == 0 && got[1] == 0 && got[2] == 0);
     }
     float loss_val = 0;
     CHECK(g_read(h, h->output, &loss_val, sizeof loss_val) == BORA_OK);
-    CHECK(fabsf(loss_val - (pa[0] * pa[0] * pa[0] + pa[1] * pa[1] * pa[1] + pa[2] * pa[2] * pa[2]) /
-                               3) < 1e-5f);
+    float *pl = rig_param(&r, "lin");
+    CHECK(fabsf(loss_val -
+                (pa[0] * pa[0] * pa[0] + pa[1] * pa[1] * pa[1] + pa[2] * pa[2] * pa[2]) / 3 -
+                pl[0] - pl[1] - pl[2]) < 1e-5f);
     CHECK(g_store_write_tangent(s, 0, v, 2) != BORA_OK);
     CHECK_CONTAINS(bora_error_get(), "'a' has 3 elements, 2 given");
     CHECK(g_store_read(s, S_HVP, 0, got, 8) != BORA_OK);
