@@ -589,15 +589,31 @@ static void check_grads_to_hvp(void)
         CHECK(g_autodiff(gs[k], loss[k]) == BORA_OK && g_finalize(gs[k]) == BORA_OK);
     }
     CHECK(s->hessian); /* asked for by the graph */
+    /* an apply graph reading the tangent and hvp leaves: state 0 = hvp + 2·tangent */
+    g_graph *ap = g_graph_new(s, BORA_MODE_APPLY);
+    ap->output = g_tangent_leaf(ap, 0);
+    gval *sum = bora_add(&ap->pub, g_hvp_leaf(ap, 0), ap->pub.api->scale(&ap->pub, ap->output, 2));
+    CHECK(sum && ap->pub.api->assign(&ap->pub, g_state_leaf(ap, 0, 0), sum) == BORA_OK);
+    if (g_finalize(ap) != BORA_OK) {
+        fprintf(stderr, "apply graph: %s\n", ap->error);
+        test_failures++;
+    }
+    s->n_states = 1;
     CHECK(g_store_materialize(s) == BORA_OK);
     CHECK(g_run(g1) == BORA_OK && g_run(g2) == BORA_OK && g_run(g2) == BORA_OK);
+    double tangent[4] = {1, 2, 3, 4}, state[4];
+    CHECK(g_store_write(s, S_TANGENT, 0, tangent, sizeof tangent) == BORA_OK);
+    CHECK(g_run(ap) == BORA_OK);
+    memcpy(state, s->state_ptr + s->slots[0].offset, sizeof state);
     double *a = rig_param(&r, "a"), grad[4], hvp[4];
     CHECK(g_store_read(s, S_GRAD, 0, grad, sizeof grad) == BORA_OK);
     CHECK(g_store_read(s, S_HVP, 0, hvp, sizeof hvp) == BORA_OK);
     for (int i = 0; i < 4; i++) {
         CHECK(grad[i] == 2 * a[i]);
         CHECK(fabs(hvp[i] - exp(a[i])) <= 1e-15 * exp(a[i])); /* written, not added twice */
+        CHECK(state[i] == hvp[i] + 2 * tangent[i]);
     }
+    g_graph_free(ap);
     g_graph_free(g1);
     g_graph_free(g2);
     rig_close(&r);
