@@ -458,7 +458,7 @@ static bora_status convert_f32(g_store *s, int block, long slot, float *f, size_
                               s->n_slots);
     const g_slot *p = &s->slots[slot];
     size_t esz = bora_dtype_size(p->dtype);
-    if (n * esz != p->nbytes)
+    if (!esz || n != p->nbytes / esz)
         return bora_error_set(BORA_ERR_INVALID, "'%s' has %zu elements, %zu given", p->name,
                               p->nbytes / esz, n);
     if (p->dtype == BORA_DTYPE_F32)
