@@ -12,9 +12,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$py" "$script" --write-case all "$tmp" > /dev/null
 rm "$tmp"/*/outputs.safetensors # what is compared below is bora's
-cases="llama2 llama3 yarn mistral qwen2 qwen3 qwen3_window"
-for c in $cases; do
+for c in llama2 llama3 yarn mistral qwen2 qwen3 qwen3_window; do
     "$dump" "$plugins" "$tmp/$c" --hvp
 done
-# shellcheck disable=SC2086
-"$py" "$script" --hvp $(for c in $cases; do printf '%s ' "$tmp/$c"; done)
+"$py" "$script" --hvp "$tmp"/llama2 "$tmp"/llama3 "$tmp"/yarn "$tmp"/mistral "$tmp"/qwen2 \
+    "$tmp"/qwen3 "$tmp"/qwen3_window
