@@ -480,7 +480,7 @@ static void recompute_segment(g_graph *g, size_t lo, size_t hi)
         node_backward(g, g->nodes[i]);
 }
 
-bora_status g_autodiff(g_graph *g, gval *loss)
+bora_status g_backward(g_graph *g, gval *loss)
 {
     if (g->status)
         return g->status;
@@ -505,6 +505,18 @@ bora_status g_autodiff(g_graph *g, gval *loss)
         }
         node_backward(g, g->nodes[i]);
     }
+    return g->status;
+}
+
+bora_status g_autodiff(g_graph *g, gval *loss)
+{
+    size_t n_forward = g->n_nodes;
+    if (g_backward(g, loss))
+        return g->status;
+    /* Where the gradients go: the gradient block, or the hvp block (grads_to_hvp). */
+    int block = g->grads_to_hvp ? S_HVP : S_GRAD;
+    if (block == S_HVP && g_store_need_hessian(g))
+        return g->status;
     /* Each parameter's total into its persistent buffer: grad += dparam; or, where the graph
      * writes the gradients (grads_write), grad = dparam: the value's own node writes it into the
      * buffer where it can (a whole dense value made by a kernel, not yet anyone's gradient),
@@ -517,7 +529,7 @@ bora_status g_autodiff(g_graph *g, gval *loss)
         gval *d = in_order(g, p->grad, p);
         gval *into = d && g->grads_write ? writes_in_place(p, d) : NULL;
         if (into) {
-            into->storage = S_GRAD;
+            into->storage = block;
             into->slot = p->slot;
             continue;
         }
@@ -525,11 +537,13 @@ bora_status g_autodiff(g_graph *g, gval *loss)
         gval *buf = acc_node ? g_new_value(g, p->dtype, p->ndim, p->dims, p->names) : NULL;
         if (!buf)
             break;
-        buf->storage = S_GRAD;
+        buf->storage = block;
         buf->slot = p->slot;
         buf->label = p->label;
         g_add_out(acc_node, buf);
     }
+    if (block == S_HVP)
+        return g->status;
     if (g->grads_write)
         g->store->grad_writers++;
     else

@@ -1028,8 +1028,11 @@ g_graph *g_graph_new(g_store *store, int mode)
     g->mode = mode;
     g->recompute = 1; /* boundaries are marked only by models that ask for recomputation */
     g->batch = 1;
-    g->compute = mode == BORA_MODE_APPLY ? 0 : store->compute_dtype;
-    g->residual = mode == BORA_MODE_APPLY ? 0 : store->residual_dtype;
+    /* Apply graphs, and Hessian graphs (whose tangent pass has no rules for bf16 copies), compute
+     * in the parameters' own dtype whatever trainer.mp says. */
+    int own = mode == BORA_MODE_APPLY || mode == BORA_MODE_HESSIAN;
+    g->compute = own ? 0 : store->compute_dtype;
+    g->residual = own ? 0 : store->residual_dtype;
     return g;
 }
 

@@ -251,8 +251,12 @@ bora_tensor *api_dot(bora_graph *gp, bora_tensor *a, bora_tensor *b, int32_t n_c
 
 /* ---- decompositions: fused ops as primitives, for backends without the fused kernel ---------- */
 
+/* Whether the builder may emit op, a fused kernel, rather than its decomposition. A Hessian
+ * graph never does: its forward-over-reverse pass (hvp.c) has tangent rules for primitives only. */
 static int backend_has(g_graph *g, int op, int n, const int32_t *dtypes)
 {
+    if (g->mode == BORA_MODE_HESSIAN)
+        return 0;
     return g->store->ops->kernel(g->store->backend, (uint32_t)op, dtypes, (uint32_t)n) != NULL;
 }
 
@@ -947,6 +951,20 @@ static gval *store_leaf(g_graph *g, long slot, int storage, int state, const cha
 gval *g_grad_leaf(g_graph *g, long slot)
 {
     return store_leaf(g, slot, S_GRAD, 0, "grad");
+}
+
+gval *g_tangent_leaf(g_graph *g, long slot)
+{
+    if (g_store_need_hessian(g))
+        return NULL;
+    return store_leaf(g, slot, S_TANGENT, 0, "tangent");
+}
+
+gval *g_hvp_leaf(g_graph *g, long slot)
+{
+    if (g_store_need_hessian(g))
+        return NULL;
+    return store_leaf(g, slot, S_HVP, 0, "hvp");
 }
 
 gval *g_param_leaf(g_graph *g, long slot)

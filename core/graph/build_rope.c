@@ -269,7 +269,7 @@ bora_tensor *api_rope(bora_graph *gp, bora_tensor *x, const bora_rope_opts *opts
     int32_t types[5] = {x->dtype, x->dtype, x->dtype, BORA_DTYPE_I32, x->dtype};
     if (!position)
         types[3] = x->dtype;
-    if (!g->store->elem_ops ||
+    if (!g->store->elem_ops || g->mode == BORA_MODE_HESSIAN ||
         !g->store->ops->kernel(g->store->backend, BORA_OP_ROPE, types, (uint32_t)nin + 1))
         return rope_decomposed(g, x, cos_t, sin_t, pos, dim, &o, position);
     gval *y = g_op1(g, BORA_OP_ROPE, nin, ins, x->dtype, x->ndim, x->dims, x->names);

@@ -29,7 +29,18 @@ enum {
 enum { V_PERMUTE = 1, V_RENAME, V_SLICE, V_BROADCAST, V_SPLIT, V_MERGE };
 
 /* Where a value's bytes live. */
-enum { S_ARENA = 0, S_PARAM, S_GRAD, S_INPUT, S_STATE, S_MODEL, S_SHADOW, S_CONST };
+enum {
+    S_ARENA = 0,
+    S_PARAM,
+    S_GRAD,
+    S_INPUT,
+    S_STATE,
+    S_MODEL,
+    S_SHADOW,
+    S_CONST,
+    S_TANGENT,
+    S_HVP
+};
 
 typedef struct gnode gnode;
 typedef struct bora_tensor gval;
@@ -160,6 +171,11 @@ struct g_store {
     size_t n_mstates, cap_mstates, mstate_bytes;
     bora_buffer *mstate;
     char *mstate_ptr;
+    /* Hessian-vector products (g_store_hessian): two more blocks laid out like the parameters,
+     * the direction v (tangent, written by the host) and the products H·v (hvp). */
+    int hessian;
+    bora_buffer *tangents, *hvps;
+    char *tangent_ptr, *hvp_ptr;
 };
 
 typedef struct g_input {
@@ -198,6 +214,9 @@ typedef struct g_graph {
     int recompute;     /* recompute between checkpoints in the backward pass */
     int grads_write;   /* run once a step (one micro-batch): autodiff writes each gradient
                         * instead of adding it to its buffer, which then needs no zeroing */
+    int grads_to_hvp;  /* autodiff puts the gradients into the store's hvp block instead of the
+                        * gradient block (a second loss's gradient kept apart: Sophia-G) */
+    int hvp_write;     /* g_hvp writes each product instead of adding it to its buffer */
     int64_t batch;     /* sequences per execution, for models (default 1) */
     int compute;       /* matmul operands' dtype under mixed precision (0: the operands' own) */
     int residual;      /* the residual stream's dtype in memory (bora_residual; 0: as built) */
@@ -235,6 +254,23 @@ void g_store_free(g_store *s);
 bora_status g_store_materialize(g_store *s);
 /* Zero every gradient. */
 bora_status g_store_zero_grads(g_store *s);
+/* Before g_store_materialize: also keep, per parameter, a tangent (the direction v of a
+ * Hessian-vector product, written by the host) and an hvp buffer (H·v, or a gradient under
+ * grads_to_hvp), each shaped and typed like the parameter and zero at materialize. */
+void g_store_hessian(g_store *s);
+/* A graph reading or writing those blocks asks for them (as g_store_hessian does) while the store
+ * is not yet materialized; afterwards, without them, it fails. 0 or -1. */
+int g_store_need_hessian(g_graph *g);
+/* Copy a parameter slot's bytes in or out of one of the store's blocks (S_PARAM, S_GRAD,
+ * S_TANGENT, S_HVP): nbytes must be the slot's, in the parameter's dtype. */
+bora_status g_store_write(g_store *s, int block, long slot, const void *data, size_t nbytes);
+bora_status g_store_read(g_store *s, int block, long slot, void *dst, size_t nbytes);
+/* The tangent of slot from n f32 values (converted to the parameter's dtype), and H·v read back
+ * as f32: n must be the slot's element count. */
+bora_status g_store_write_tangent(g_store *s, long slot, const float *data, size_t n);
+bora_status g_store_read_hvp(g_store *s, long slot, float *dst, size_t n);
+/* Zero every hvp buffer (before a step's first micro-batch adds into them). */
+bora_status g_store_zero_hvp(g_store *s);
 /* Mixed precision (trainer.mp's c and r) before any graph is built: under c=bf16, model graphs
  * multiply bf16 operands and the store keeps the parameters' bf16 copies, which the optimizer's
  * fused pass writes where the backend was built for ABI 1.5 or later; under r=bf16 the residual
@@ -307,6 +343,9 @@ gval *g_lowp(g_graph *g, gval *v);
 gval *g_reduce_last(g_graph *g, int op, gval *x, int n, const char *const *axes);
 /* Leaves over the store: parameter slot's gradient, and state slot k of a parameter. */
 gval *g_grad_leaf(g_graph *g, long slot);
+/* Leaves over parameter slot's tangent (v) and Hessian-vector product (H·v) (g_store_hessian). */
+gval *g_tangent_leaf(g_graph *g, long slot);
+gval *g_hvp_leaf(g_graph *g, long slot);
 gval *g_state_leaf(g_graph *g, long slot, int k);
 /* A leaf over parameter slot's storage. */
 gval *g_param_leaf(g_graph *g, long slot);
@@ -315,8 +354,16 @@ bora_status g_assign_shadow(g_graph *g, long slot, gval *value);
 
 extern const bora_graph_api g_api;
 
-/* The loss's gradient into every parameter's persistent gradient (train graphs). */
+/* The loss's gradient into every parameter's persistent gradient (train graphs; the hvp buffers
+ * under grads_to_hvp). */
 bora_status g_autodiff(g_graph *g, gval *loss);
+/* The reverse pass alone: every parameter leaf's gradient in its grad field, no buffer written. */
+bora_status g_backward(g_graph *g, gval *loss);
+/* Hessian graphs (BORA_MODE_HESSIAN; hvp.c): H·v of the loss, v read from the tangent leaves,
+ * added into the hvp buffers (written under hvp_write); the gradient buffers are not touched
+ * and the loss stays the graph's output. The forward-over-reverse pass: the reverse graph as
+ * g_autodiff builds it, then each value's tangent along v in creation order. */
+bora_status g_hvp(g_graph *g, gval *loss);
 
 /* Order, plan memory and bind kernels; reports arena against naive sizes. */
 bora_status g_finalize(g_graph *g);

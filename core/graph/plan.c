@@ -31,7 +31,8 @@ static void mark_needed(g_graph *g, char *needed)
         gnode *n = g->nodes[i];
         int root = n->op == G_GRAD || n->op == G_ASSIGN || n->op == BORA_OP_WRITE_SLICE;
         for (int o = 0; o < n->nout; o++) /* the output, or a gradient written in place */
-            root |= n->out[o] == g->output || n->out[o]->base->storage == S_GRAD;
+            root |= n->out[o] == g->output || n->out[o]->base->storage == S_GRAD ||
+                    n->out[o]->base->storage == S_HVP;
         if (root)
             needed[i] = 1;
         if (!needed[i])
@@ -304,8 +305,9 @@ static void scatter_into(g_graph *g)
             gval *xb = x->base;
             if (whole_base(x) && xb->storage == S_ARENA && xb != g->output->base &&
                 read_only_by(g, xb, A, A)) {
-                if (z->storage == S_GRAD) { /* x's producer writes the gradient's buffer */
-                    xb->storage = S_GRAD;
+                if (z->storage == S_GRAD || z->storage == S_HVP) {
+                    /* x's producer writes the gradient's buffer */
+                    xb->storage = z->storage;
                     xb->slot = z->slot;
                 } else if (z->storage == S_ARENA) { /* z and its views onto x's storage */
                     rebase(g, z, xb);
@@ -914,6 +916,8 @@ static char *storage_of(g_graph *g, const gval *base)
     switch (base->storage) {
     case S_PARAM: return s->param_ptr + s->slots[base->slot].offset;
     case S_GRAD: return s->grad_ptr + s->slots[base->slot].offset;
+    case S_TANGENT: return s->tangent_ptr + s->slots[base->slot].offset;
+    case S_HVP: return s->hvp_ptr + s->slots[base->slot].offset;
     case S_INPUT: return g->inputs[base->slot].ptr;
     case S_CONST: return g->consts[base->slot].ptr;
     case S_MODEL: return s->mstate_ptr + s->mstates[base->slot].offset;
@@ -1155,6 +1159,8 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
     switch (v->storage) {
     case S_PARAM: buf = s->params, off = s->slots[v->slot].offset; break;
     case S_GRAD: buf = s->grads, off = s->slots[v->slot].offset; break;
+    case S_TANGENT: buf = s->tangents, off = s->slots[v->slot].offset; break;
+    case S_HVP: buf = s->hvps, off = s->slots[v->slot].offset; break;
     case S_STATE:
         buf = s->states, off = (size_t)v->state * s->param_bytes + s->slots[v->slot].offset;
         break;

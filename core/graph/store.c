@@ -101,6 +101,10 @@ void g_store_free(g_store *s)
         s->ops->buffer_free(s->backend, s->states);
     if (s->shadow)
         s->ops->buffer_free(s->backend, s->shadow);
+    if (s->tangents)
+        s->ops->buffer_free(s->backend, s->tangents);
+    if (s->hvps)
+        s->ops->buffer_free(s->backend, s->hvps);
     free(s);
 }
 
@@ -249,6 +253,19 @@ bora_status g_store_materialize(g_store *s)
                                   bytes / 2, s->backend_name);
         s->shadow_ptr = s->ops->buffer_ptr(s->backend, s->shadow);
     }
+    if (s->hessian) {
+        if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->tangents) != BORA_OK ||
+            s->ops->buffer_alloc(s->backend, bytes, 64, &s->hvps) != BORA_OK)
+            return bora_error_set(BORA_ERR_NOMEM,
+                                  "cannot allocate 2 x %zu bytes of Hessian-vector product "
+                                  "buffers on %s",
+                                  bytes, s->backend_name);
+        s->tangent_ptr = s->ops->buffer_ptr(s->backend, s->tangents);
+        s->hvp_ptr = s->ops->buffer_ptr(s->backend, s->hvps);
+        if ((zst = zero_buffer(s, s->tangents, bytes)) != BORA_OK ||
+            (zst = zero_buffer(s, s->hvps, bytes)) != BORA_OK)
+            return zst;
+    }
     s->param_ptr = s->ops->buffer_ptr(s->backend, s->params);
     s->grad_ptr = s->ops->buffer_ptr(s->backend, s->grads);
     s->arena_ptr = s->ops->buffer_ptr(s->backend, s->arena);
@@ -342,4 +359,131 @@ bora_status g_store_zero_model_state(g_store *s)
 bora_status g_store_zero_grads(g_store *s)
 {
     return zero_buffer(s, s->grads, s->param_bytes ? s->param_bytes : 64);
+}
+
+void g_store_hessian(g_store *s)
+{
+    s->hessian = 1;
+}
+
+int g_store_need_hessian(g_graph *g)
+{
+    if (!g->store->hessian && g->store->params) {
+        g_fail(g, "the store was materialized without Hessian-vector product buffers (call "
+                  "g_store_hessian before g_store_materialize)");
+        return -1;
+    }
+    g->store->hessian = 1;
+    return 0;
+}
+
+bora_status g_store_zero_hvp(g_store *s)
+{
+    if (!s->hvps)
+        return bora_error_set(BORA_ERR_INVALID, "the store keeps no Hessian-vector products "
+                                                "(g_store_hessian before materializing)");
+    return zero_buffer(s, s->hvps, s->param_bytes ? s->param_bytes : 64);
+}
+
+/* The buffer of a block (*out), or the error naming the slot. */
+static bora_status block_of(g_store *s, int block, long slot, size_t nbytes, const char *verb,
+                            bora_buffer **out)
+{
+    static const char *const what[] = {
+        [S_PARAM] = "parameter", [S_GRAD] = "gradient", [S_TANGENT] = "tangent", [S_HVP] = "hvp"};
+    bora_buffer *b = block == S_PARAM     ? s->params
+                     : block == S_GRAD    ? s->grads
+                     : block == S_TANGENT ? s->tangents
+                     : block == S_HVP     ? s->hvps
+                                          : NULL;
+    if (block != S_PARAM && block != S_GRAD && block != S_TANGENT && block != S_HVP)
+        return bora_error_set(BORA_ERR_INVALID, "cannot %s store block %d", verb, block);
+    if (slot < 0 || (size_t)slot >= s->n_slots)
+        return bora_error_set(BORA_ERR_INVALID, "cannot %s %s slot %ld: the store has %zu", verb,
+                              what[block], slot, s->n_slots);
+    const g_slot *p = &s->slots[slot];
+    if (!b)
+        return bora_error_set(
+            BORA_ERR_INVALID, "cannot %s the %s of '%s': %s", verb, what[block], p->name,
+            block == S_TANGENT || block == S_HVP ? "the store keeps no Hessian-vector products "
+                                                   "(g_store_hessian before materializing)"
+                                                 : "the store is not materialized");
+    if (nbytes != p->nbytes)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "cannot %s the %s of '%s': %zu bytes given, it has %zu", verb,
+                              what[block], p->name, nbytes, p->nbytes);
+    *out = b;
+    return BORA_OK;
+}
+
+bora_status g_store_write(g_store *s, int block, long slot, const void *data, size_t nbytes)
+{
+    bora_buffer *b = NULL;
+    bora_status st = block_of(s, block, slot, nbytes, "write", &b);
+    if (st != BORA_OK)
+        return st;
+    st = s->ops->copy_in(s->backend, b, s->slots[slot].offset, data, nbytes);
+    if (st == BORA_OK && block == S_PARAM)
+        g_store_params_changed(s);
+    return st;
+}
+
+bora_status g_store_read(g_store *s, int block, long slot, void *dst, size_t nbytes)
+{
+    bora_buffer *b = NULL;
+    bora_status st = block_of(s, block, slot, nbytes, "read", &b);
+    if (st != BORA_OK)
+        return st;
+    return s->ops->copy_out(s->backend, dst, b, s->slots[slot].offset, nbytes);
+}
+
+/* f32 <-> a parameter's dtype (f32, f64, bf16 rounded to nearest even) through a host copy. */
+static bora_status convert_f32(g_store *s, int block, long slot, float *f, size_t n, int in)
+{
+    if (slot < 0 || (size_t)slot >= s->n_slots)
+        return bora_error_set(BORA_ERR_INVALID, "no parameter slot %ld (the store has %zu)", slot,
+                              s->n_slots);
+    const g_slot *p = &s->slots[slot];
+    size_t esz = bora_dtype_size(p->dtype);
+    if (!esz || n != p->nbytes / esz)
+        return bora_error_set(BORA_ERR_INVALID, "'%s' has %zu elements, %zu given", p->name,
+                              p->nbytes / esz, n);
+    if (p->dtype == BORA_DTYPE_F32)
+        return in ? g_store_write(s, block, slot, f, p->nbytes)
+                  : g_store_read(s, block, slot, f, p->nbytes);
+    if (p->dtype != BORA_DTYPE_F64 && p->dtype != BORA_DTYPE_BF16)
+        return bora_error_set(BORA_ERR_UNSUPPORTED, "'%s' is not a floating-point parameter",
+                              p->name);
+    char *host = malloc(p->nbytes ? p->nbytes : 1);
+    if (!host)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_status st = in ? BORA_OK : g_store_read(s, block, slot, host, p->nbytes);
+    for (size_t i = 0; st == BORA_OK && i < n; i++) {
+        if (p->dtype == BORA_DTYPE_F64 && in) {
+            ((double *)host)[i] = f[i];
+        } else if (p->dtype == BORA_DTYPE_F64) {
+            f[i] = (float)((double *)host)[i];
+        } else if (in) {
+            uint32_t u;
+            memcpy(&u, &f[i], 4);
+            ((uint16_t *)host)[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        } else {
+            uint32_t u = (uint32_t)((uint16_t *)host)[i] << 16;
+            memcpy(&f[i], &u, 4);
+        }
+    }
+    if (st == BORA_OK && in)
+        st = g_store_write(s, block, slot, host, p->nbytes);
+    free(host);
+    return st;
+}
+
+bora_status g_store_write_tangent(g_store *s, long slot, const float *data, size_t n)
+{
+    return convert_f32(s, S_TANGENT, slot, (float *)data, n, 1);
+}
+
+bora_status g_store_read_hvp(g_store *s, long slot, float *dst, size_t n)
+{
+    return convert_f32(s, S_HVP, slot, dst, n, 0);
 }

@@ -37,6 +37,8 @@
  *                      (model state, graph_api.state) for every position.
  *   BORA_MODE_DECODE   the logits of one position, (batch, 1, vocab): its keys and values
  *                      written into the cache at `position`, attending over `key_length`.
+ * build() is not called with BORA_MODE_HESSIAN: for Hessian-vector products the host asks for
+ * the train graph (BORA_MODE_TRAIN) and differentiates it twice.
  * A model returns BORA_ERR_UNSUPPORTED for a mode it does not offer (bora generate then runs
  * the eval graph over the whole window for each token). A model with a vocab_size key gets
  * the tokenizer's size from bora train and bora graph unless the configuration sets it.

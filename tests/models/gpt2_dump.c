@@ -2,12 +2,14 @@
  * independent implementation needs to check it: OUT/model.safetensors (the initialised
  * parameters, Hugging Face names), OUT/inputs.safetensors (ids, targets) and
  * OUT/outputs.safetensors (logits from the eval graph, the summed loss, and every parameter's
- * gradient as grad.<name>, from the train graph).
+ * gradient as grad.<name>, from the train graph). With --hvp, also OUT/hvp.safetensors: a
+ * tangent v per parameter and the Hessian-vector product H·v of the summed loss (hvp_dump.h).
  *
- * usage: gpt2_dump PLUGIN_DIR OUT_DIR */
+ * usage: gpt2_dump PLUGIN_DIR OUT_DIR [--hvp] */
 #include "ckpt/safetensors.h"
 #include "config/config.h"
 #include "graph/graph.h"
+#include "hvp_dump.h"
 #include "plugin/registry.h"
 #include "util/log.h"
 
@@ -27,8 +29,9 @@ static int fail(const char *what)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: gpt2_dump PLUGIN_DIR OUT_DIR\n");
+    int hvp = argc == 4 && !strcmp(argv[3], "--hvp");
+    if (argc != 3 && !hvp) {
+        fprintf(stderr, "usage: gpt2_dump PLUGIN_DIR OUT_DIR [--hvp]\n");
         return 2;
     }
     bora_registry *reg = bora_registry_new();
@@ -62,6 +65,9 @@ int main(int argc, char **argv)
         logits = eval->pub.api->contiguous(&eval->pub, logits);
     train->output = loss;
     eval->output = logits;
+    g_graph *hess = hvp ? hvp_graph(mops, m, store, B) : NULL;
+    if (hvp && !hess)
+        return 1;
     if (g_autodiff(train, loss) || g_finalize(train) || g_finalize(eval) ||
         g_store_materialize(store))
         return fail(train->status ? train->error : eval->error);
@@ -76,7 +82,8 @@ int main(int argc, char **argv)
     const char *in_names[] = {"input_ids", "targets", "segment_ids"};
     const int32_t *in_data[] = {ids, targets, seg};
     for (int i = 0; i < 3; i++)
-        if (g_set_input(train, in_names[i], in_data[i], sizeof ids))
+        if (g_set_input(train, in_names[i], in_data[i], sizeof ids) ||
+            (hess && g_set_input(hess, in_names[i], in_data[i], sizeof ids)))
             return fail(in_names[i]);
     /* Graphs share one arena: read each graph's output before the next one runs. */
     float loss_sum, *lg = malloc(sizeof(float) * B * T * V);
@@ -121,6 +128,8 @@ int main(int argc, char **argv)
     FILE *f = fopen(path, "w");
     fwrite(cfgbuf, 1, cl, f);
     fclose(f);
+    if (hess && hvp_run_and_write(hess, argv[2]))
+        return 1;
     printf("gpt2_dump: %zu parameters, loss sum %.6f\n", n, loss_sum);
     for (size_t i = 0; i < n; i++)
         free(gnames[i]);
@@ -130,6 +139,7 @@ int main(int argc, char **argv)
     free(lg);
     g_graph_free(train);
     g_graph_free(eval);
+    g_graph_free(hess);
     g_store_free(store);
     mops->destroy(m);
     bops->destroy(backend);

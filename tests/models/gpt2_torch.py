@@ -5,7 +5,12 @@ compared with bora's logits, loss and every parameter's gradient (outputs.safete
 Tolerances (bora computes in float32): logits 2e-4 absolute; the summed loss 1e-5 relative;
 each gradient tensor's largest difference within 2e-3 of its largest magnitude.
 
-usage: /usr/bin/python3 gpt2_torch.py DIR"""
+With --hvp, also bora's Hessian-vector products (DIR/hvp.safetensors: tangent.NAME v and hvp.NAME
+H·v of the summed loss) against PyTorch's double backward, torch.autograd.grad of the gradients
+(made with create_graph=True) along v: each tensor's largest difference within 1e-4 of its
+largest magnitude.
+
+usage: /usr/bin/python3 gpt2_torch.py DIR [--hvp]"""
 import json
 import math
 import struct
@@ -69,7 +74,27 @@ def gpt2(p, cfg, ids, segments=None):
     return x @ p["transformer.wte.weight"].T  # the tied head
 
 
-def main(d):
+def check_hvp(d, params, loss):
+    """bora's H·v against the double backward of loss along the dumped tangents."""
+    hv = read_safetensors(f"{d}/hvp.safetensors")
+    names = list(params)
+    grads = torch.autograd.grad(loss, [params[k] for k in names], create_graph=True)
+    tangents = [hv["tangent." + k].double() for k in names]
+    want = torch.autograd.grad(grads, [params[k] for k in names], grad_outputs=tangents)
+    ok, worst = True, 0.0
+    for k, w in zip(names, want):
+        mine = hv["hvp." + k].double()
+        scale = max(w.abs().max().item(), 1e-12)
+        diff = (w - mine).abs().max().item() / scale
+        worst = max(worst, diff)
+        if diff > 1e-4:
+            print(f"H·v of {k}: largest difference {diff:.3g} of its scale {scale:.3g}")
+            ok = False
+    print(f"Hessian-vector products: {len(names)} tensors, worst relative difference {worst:.3g}")
+    return ok
+
+
+def main(d, hvp=False):
     cfg = json.load(open(f"{d}/config.json"))
     params = {k: v.double().requires_grad_(True) for k, v in read_safetensors(f"{d}/model.safetensors").items()}
     inputs = read_safetensors(f"{d}/inputs.safetensors")
@@ -78,8 +103,8 @@ def main(d):
     logits = gpt2(params, cfg, ids)
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                              ignore_index=-100, reduction="sum")
-    loss.backward()
-    ok = True
+    loss.backward(retain_graph=hvp)
+    ok = check_hvp(d, params, loss) if hvp else True
     dl = (logits.detach() - ours["logits"].double()).abs().max().item()
     print(f"logits: largest difference {dl:.3g}")
     ok &= dl < 2e-4
@@ -101,4 +126,4 @@ def main(d):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], "--hvp" in sys.argv[2:]))

@@ -11,10 +11,15 @@
  * With --window W it first turns sliding windows on (Mistral: sliding_window W; Qwen2/3:
  * use_sliding_window on layers >= 1), so the check covers caches that keep only W rows.
  *
- * usage: llama_dump PLUGIN_DIR CASE [--window W] [--cache-only] */
+ * With --hvp it also writes CASE/hvp.safetensors: a tangent v per parameter and the
+ * Hessian-vector product H·v of the summed loss (hvp_dump.h), for llama_torch.py --hvp CASE;
+ * the KV cache is not checked then.
+ *
+ * usage: llama_dump PLUGIN_DIR CASE [--window W] [--cache-only | --hvp] */
 #include "ckpt/safetensors.h"
 #include "config/config.h"
 #include "graph/graph.h"
+#include "hvp_dump.h"
 #include "plugin/registry.h"
 #include "train/inputs.h"
 #include "util/log.h"
@@ -236,17 +241,19 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: llama_dump PLUGIN_DIR CASE [--window W] [--cache-only]\n");
+        fprintf(stderr, "usage: llama_dump PLUGIN_DIR CASE [--window W] [--cache-only | --hvp]\n");
         return 2;
     }
     const char *dir = argv[2];
     int64_t window = 0;
-    int cache_only = 0;
+    int cache_only = 0, hvp = 0;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--window") && i + 1 < argc)
             window = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--cache-only"))
             cache_only = 1;
+        else if (!strcmp(argv[i], "--hvp"))
+            hvp = 1;
         else {
             fprintf(stderr, "llama_dump: unknown argument %s\n", argv[i]);
             return 2;
@@ -294,6 +301,9 @@ int main(int argc, char **argv)
         bora_tensor *loss, *logits;
         g_graph *train = build(&r, BORA_MODE_TRAIN, B, &loss),
                 *eval = build(&r, BORA_MODE_EVAL, B, &logits);
+        g_graph *hess = hvp ? hvp_graph(r.mops, r.m, r.store, B) : NULL;
+        if (hvp && !hess)
+            return 1;
         if (!train || !eval || g_autodiff(train, loss) || g_finalize(train) || g_finalize(eval) ||
             g_store_materialize(r.store) || load_weights(r.store, dir))
             return fail("graphs");
@@ -323,6 +333,11 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/outputs.safetensors", dir);
         if (bora_st_write(path, outs, n + 2, NULL, 0))
             return fail(path);
+        if (hess &&
+            (g_set_input(hess, "input_ids", ids, 4 * cells) ||
+             g_set_input(hess, "targets", targets, 4 * cells) ||
+             g_set_input(hess, "segment_ids", seg, 4 * cells) || hvp_run_and_write(hess, dir)))
+            return fail("hvp");
         printf("llama_dump: %s: %zu parameters, loss sum %.6f\n", dir, n, loss_sum);
         for (size_t i = 0; i < n; i++)
             free(gnames[i]);
@@ -331,12 +346,13 @@ int main(int argc, char **argv)
         free(lg);
         g_graph_free(train);
         g_graph_free(eval);
+        g_graph_free(hess);
     }
     g_store_free(r.store);
     r.mops->destroy(r.m);
     r.bops->destroy(r.backend);
     bora_cfg_free(r.cfg);
-    int rc = check_cache(reg, dir, 0, ids, B, T, V);
+    int rc = hvp ? 0 : check_cache(reg, dir, 0, ids, B, T, V);
     if (!rc && window > 0)
         rc = check_cache(reg, dir, window, ids, B, T, V);
     free(ids);

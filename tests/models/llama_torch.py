@@ -30,10 +30,16 @@ Conventions, as Hugging Face's modeling code has them:
 Tolerances against bora (which computes in float32): logits 2e-4 absolute; the summed loss 1e-5
 relative; each gradient tensor's largest difference within 2e-3 of its largest magnitude.
 
+With --hvp, each DIR also holds hvp.safetensors (tangent.NAME v and hvp.NAME, bora's H·v of the
+summed loss), checked against PyTorch's double backward, torch.autograd.grad of the gradients
+(made with create_graph=True) along v: each tensor's largest difference within 1e-4 of its
+largest magnitude.
+
 usage: /usr/bin/python3 llama_torch.py DIR...   each DIR holds config.json, model.safetensors,
                                                 inputs.safetensors (input_ids, targets, optional
                                                 segment_ids) and outputs.safetensors (logits,
                                                 loss_sum, grad.NAME)
+       /usr/bin/python3 llama_torch.py --hvp DIR...   the same, and hvp.safetensors in each DIR
        /usr/bin/python3 llama_torch.py --write-case NAME DIR
                                                 writes one of the self-check's configurations
                                                 (llama2, llama3, yarn, mistral, qwen2, qwen3,
@@ -374,7 +380,30 @@ def loss_sum(logits, targets):
 
 
 # ---- against bora --------------------------------------------------------------------------------
-def compare(d):
+def check_hvp(d, params, loss):
+    """bora's H·v (hvp.safetensors) against the double backward of loss along its tangents."""
+    hv = read_safetensors(f"{d}/hvp.safetensors")
+    names = list(params)
+    for name in names:
+        for what in ("tangent.", "hvp."):
+            if what + name not in hv:
+                raise InputError(f"{d}/hvp.safetensors: tensor {what + name} is missing")
+    grads = torch.autograd.grad(loss, [params[k] for k in names], create_graph=True)
+    want = torch.autograd.grad(grads, [params[k] for k in names],
+                               grad_outputs=[hv["tangent." + k].double() for k in names])
+    ok, worst = True, 0.0
+    for name, w in zip(names, want):
+        scale = max(w.abs().max().item(), 1e-12)
+        diff = (w - hv["hvp." + name].double()).abs().max().item() / scale
+        worst = max(worst, diff)
+        if diff > 1e-4:
+            print(f"H·v of {name}: largest difference {diff:.3g} of its scale {scale:.3g}")
+            ok = False
+    print(f"Hessian-vector products: {len(names)} tensors, worst relative difference {worst:.3g}")
+    return ok
+
+
+def compare(d, hvp=False):
     print(f"{d}:")
     try:
         with open(f"{d}/config.json") as f:
@@ -409,8 +438,8 @@ def compare(d):
                          f"want {(*ids.shape, V)}")
     logits = forward(params, c, ids, seg)
     loss = loss_sum(logits, targets)
-    loss.backward()
-    ok = True
+    loss.backward(retain_graph=hvp)
+    ok = check_hvp(d, params, loss) if hvp else True
     dl = (logits.detach() - ours["logits"].double()).abs().max().item()
     print(f"logits: largest difference {dl:.3g}")
     ok &= dl < 2e-4
@@ -671,7 +700,7 @@ def self_check():
 if __name__ == "__main__":
     args = sys.argv[1:]
     if not args or (args[0] == "--write-case" and len(args) != 3) or (
-            args[0] == "--self-check" and len(args) != 1):
+            args[0] == "--self-check" and len(args) != 1) or args == ["--hvp"]:
         print("usage: " + __doc__.split("usage: ")[1])
         sys.exit(2)
     try:
@@ -679,6 +708,8 @@ if __name__ == "__main__":
             sys.exit(write_case(args[1], args[2]))
         if args[0] == "--self-check":
             sys.exit(self_check())
+        if args[0] == "--hvp":
+            sys.exit(max(compare(d, hvp=True) for d in args[1:]))
         sys.exit(max(compare(d) for d in args))
     except (InputError, OSError, KeyError, ValueError) as e:
         print(f"llama_torch: {e}")
