@@ -318,6 +318,31 @@ static gval *softmax_decomposed(g_graph *g, int op, gval *x, const char *axis)
     return g_binary(g, BORA_OP_SUB, shifted, g_api.unary(&g->pub, BORA_OP_LOG, s));
 }
 
+/* Sophia-G's labels (g->sample_labels): a token per row drawn from the model's own softmax
+ * (BORA_OP_SAMPLE, keyed by the graph's sample_counter input: the step and the first row), the
+ * rows whose target is ignored left ignored. The selection goes through f32, exact for ids below
+ * 2^24. */
+static gval *sampled_labels(g_graph *g, gval *l2, gval *t1, int32_t ignore_index)
+{
+    bora_graph *gp = &g->pub;
+    if (!g->sample_counter) {
+        bora_axis two = {"counter", 2};
+        g->sample_counter = g_api.input(gp, "sample_counter", BORA_DTYPE_I64, 1, &two);
+    }
+    if (!g_api.sample) {
+        g_fail(g, "cross_entropy: sampled labels need the sample op");
+        return NULL;
+    }
+    gval *drawn =
+        g_api.sample(gp, l2, l2->names[1], g->sample_counter, g->store->seed, G_STREAM_LABELS);
+    gval *tf = drawn ? g_api.cast(gp, t1, BORA_DTYPE_F32) : NULL;
+    gval *df = tf ? g_api.cast(gp, drawn, BORA_DTYPE_F32) : NULL;
+    gval *ig = df ? g_api.full(gp, BORA_DTYPE_F32, 0, NULL, (double)ignore_index) : NULL;
+    gval *keep = ig ? g_binary(g, BORA_OP_EQUAL, tf, ig) : NULL;
+    gval *sel = keep ? g_where(g, keep, tf, df) : NULL;
+    return sel ? g_api.cast(gp, sel, BORA_DTYPE_I32) : NULL;
+}
+
 /* Σ over rows of -log softmax(logits)[target] (+ z·lse²), from (R, V) logits and (R) targets:
  * the targets' one-hot rows pick the log-probabilities, and an ignored target (outside the
  * vocabulary) has a zero row, so it counts nothing. */
@@ -532,6 +557,8 @@ bora_tensor *api_cross_entropy(bora_graph *gp, bora_tensor *logits, bora_tensor 
     else if (lp)
         l2 = api_broadcast(gp, lp, (bora_axis){"__rows", 1});
     t1 = l2 ? flatten(g, targets, "__rows") : NULL;
+    if (t1 && g->sample_labels)
+        t1 = sampled_labels(g, l2, t1, opts ? opts->ignore_index : -100);
     if (!t1)
         return NULL;
     int32_t xt[5] = {logits->dtype, BORA_DTYPE_I32, logits->dtype, logits->dtype, logits->dtype};

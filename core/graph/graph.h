@@ -210,19 +210,21 @@ typedef struct g_graph {
     size_t n_inputs, cap_inputs;
     g_const *consts; /* constant leaves (S_CONST), by slot */
     size_t n_consts, cap_consts;
-    gval *output;      /* the loss (train) or logits */
-    int recompute;     /* recompute between checkpoints in the backward pass */
-    int grads_write;   /* run once a step (one micro-batch): autodiff writes each gradient
+    gval *output;         /* the loss (train) or logits */
+    int recompute;        /* recompute between checkpoints in the backward pass */
+    int grads_write;      /* run once a step (one micro-batch): autodiff writes each gradient
                         * instead of adding it to its buffer, which then needs no zeroing */
-    int grads_to_hvp;  /* autodiff puts the gradients into the store's hvp block instead of the
+    int grads_to_hvp;     /* autodiff puts the gradients into the store's hvp block instead of the
                         * gradient block (a second loss's gradient kept apart: Sophia-G) */
-    int hvp_write;     /* g_hvp writes each product instead of adding it to its buffer */
-    int64_t batch;     /* sequences per execution, for models (default 1) */
-    int compute;       /* matmul operands' dtype under mixed precision (0: the operands' own) */
-    int residual;      /* the residual stream's dtype in memory (bora_residual; 0: as built) */
-    int residuals;     /* values the model marked as the residual stream and kept in bf16 */
-    int reads_shadows; /* a model graph multiplying the store's bf16 shadows */
-    int *checkpoints;  /* node ids producing checkpointed values, ascending */
+    int hvp_write;        /* g_hvp writes each product instead of adding it to its buffer */
+    int64_t batch;        /* sequences per execution, for models (default 1) */
+    int sample_labels;    /* cross_entropy reads labels drawn from the logits' softmax (Sophia-G) */
+    gval *sample_counter; /* their Philox counter input (step, first row), made when first used */
+    int compute;          /* matmul operands' dtype under mixed precision (0: the operands' own) */
+    int residual;         /* the residual stream's dtype in memory (bora_residual; 0: as built) */
+    int residuals;        /* values the model marked as the residual stream and kept in bf16 */
+    int reads_shadows;    /* a model graph multiplying the store's bf16 shadows */
+    int *checkpoints;     /* node ids producing checkpointed values, ascending */
     size_t n_checkpoints, cap_checkpoints;
     bora_status status;
     char error[1024];
@@ -353,6 +355,9 @@ gval *g_param_leaf(g_graph *g, long slot);
 bora_status g_assign_shadow(g_graph *g, long slot, gval *value);
 
 extern const bora_graph_api g_api;
+
+/* Philox's stream for the labels cross_entropy draws under sample_labels. */
+#define G_STREAM_LABELS 0x4C41424Cu /* "LABL" */
 
 /* The loss's gradient into every parameter's persistent gradient (train graphs; the hvp buffers
  * under grads_to_hvp). */

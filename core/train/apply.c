@@ -86,11 +86,19 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
         gval *state[8];
         for (size_t k = 0; k < n_slots; k++)
             state[k] = g_state_leaf(g, (long)i, (int)k);
-        bora_param_update u = {sizeof u, !(s->flags & BORA_PARAM_NO_DECAY),
-                               s->name,  params[i],
-                               gr,       state,
-                               scalars,  NULL,
-                               NULL};
+        int64_t elements = 1;
+        for (int d = 0; d < s->ndim; d++)
+            elements *= s->dims[d];
+        out->reporter = (tr_reporter){&out->metrics, ops, elements};
+        bora_param_update u = {sizeof u,
+                               !(s->flags & BORA_PARAM_NO_DECAY),
+                               s->name,
+                               params[i],
+                               gr,
+                               state,
+                               scalars,
+                               tr_metrics_report,
+                               &out->reporter};
         if (ops->build_update(opt, gp, &u) != BORA_OK) {
             if (!g->status)
                 g_fail(g, "optimizer '%s': %s", ops->hdr.name, bora_error_get());
@@ -107,14 +115,19 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
     if (norm && norm->base != norm)
         norm = A->contiguous(gp, norm);
     out->grad_norm = norm;
-    g->output = norm;
+    /* the optimizer's metrics, if it reported any, after the norm in one f64 vector */
+    g->output = norm ? tr_metrics_output(g, &out->metrics, norm) : NULL;
+    if (g->output && g->output->base != g->output)
+        g->output = A->contiguous(gp, g->output);
     if (!norm && !g->status)
         g_fail(g, "the model has no parameters");
     return g->status ? g->status : g_finalize(g);
 }
 
-bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad_norm)
+bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad_norm,
+                            bora_metric *metrics, size_t *n_metrics)
 {
+    *n_metrics = 0;
     double values[16];
     if (a->ops->step_scalars && a->ops->step_scalars(a->opt, step, lr, values) != BORA_OK)
         return BORA_ERR_INVALID;
@@ -125,8 +138,14 @@ bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad
             return st;
     }
     bora_status st = g_run(a->g);
+    double sums[TR_MAX_METRICS + 1];
+    size_t n = 1 + a->metrics.n;
     if (st == BORA_OK)
-        st = g_read(a->g, a->grad_norm, grad_norm, sizeof *grad_norm);
+        st = g_read(a->g, a->g->output, sums, n * sizeof(double));
+    if (st == BORA_OK) {
+        *grad_norm = sums[0];
+        *n_metrics = tr_metrics_values(&a->metrics, sums + 1, metrics);
+    }
     return st;
 }
 

@@ -117,6 +117,8 @@ bora_status bora_inputs_check(const g_graph *g, int mode, const char *model)
         size_t k = 0;
         while (k < N_RULES && (strcmp(rules[k].name, name) || !(rules[k].filled & M(mode))))
             k++;
+        if (k == N_RULES && g->sample_labels && !strcmp(name, "sample_counter"))
+            continue; /* the host's own, made by cross_entropy for Sophia-G's labels */
         if (k == N_RULES && mode == BORA_MODE_TRAIN && !strcmp(name, "loss_scale"))
             return bora_error_set(BORA_ERR_INVALID,
                                   "%sthe train graph reads input 'loss_scale', which is the "

@@ -10,6 +10,7 @@
 #include "../plugin/registry.h"
 #include "apply.h"
 #include "eval.h"
+#include "hessian.h"
 #include "schedule.h"
 #include "tracklog.h"
 #include "trainer.h"
@@ -43,6 +44,10 @@ typedef struct trainer {
     bora_eval *eval; /* when there is a validation set */
     bora_apply apply;
     int apply_built;
+    bora_hessian hess; /* the optimizer's second-order estimate, when it asks for one */
+    int hess_built;
+    bora_metric step_metrics[2 * TR_MAX_METRICS + 1]; /* the optimizer's, this step */
+    size_t n_step_metrics;
     bora_tokenizer *tok;
     bora_loader *loader, *val;
     int64_t steps_per_eval, max_eval_batches;

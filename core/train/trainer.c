@@ -261,6 +261,27 @@ static bora_status build(trainer *t, bora_config *root)
         return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
                               bora_error_get());
     t->apply_built = 1;
+    bora_hessian_spec hs;
+    int want = bora_hessian_wanted(oops, t->opt, &hs);
+    if (want < 0)
+        return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
+                              bora_error_get());
+    if (want) {
+        if (bora_hessian_build(&t->hess, t->store, mops, t->model, t->micro, oops, t->opt, &hs) !=
+            BORA_OK)
+            return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
+                                  bora_error_get());
+        t->hess_built = 1;
+        int64_t n_micro = t->batch / t->micro;
+        int64_t used =
+            hs.micro_batches > 0 && hs.micro_batches < n_micro ? hs.micro_batches : n_micro;
+        printf("hessian: %s's %s estimate every %lld step%s, over %lld of the step's %lld "
+               "micro-batch%s\n",
+               t->opt_entry->ops->name,
+               hs.kind == BORA_HESSIAN_GNB ? "Gauss-Newton-Bartlett" : "Hutchinson",
+               (long long)hs.interval, hs.interval == 1 ? "" : "s", (long long)used,
+               (long long)n_micro, n_micro == 1 ? "" : "es");
+    }
     if (t->has_val && bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
                               bora_error_get());
@@ -270,6 +291,7 @@ static bora_status build(trainer *t, bora_config *root)
         if (v->label && !strcmp(v->label, "input_ids") && v->ndim == 2)
             t->seq_len = v->dims[1];
     }
+    t->hess.seq_len = t->seq_len;
     if (t->seq_len < 2)
         return bora_error_set(BORA_ERR_INVALID,
                               "model %s: no (batch, position) input named input_ids",
@@ -450,7 +472,18 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
     *loss = total;
     if (!isfinite(total) && t->crash_on_nan)
         return BORA_ERR_INVALID;
-    st = bora_apply_step(&t->apply, step, lr, norm);
+    t->n_step_metrics = 0;
+    if (t->hess_built && bora_hessian_due(&t->hess, step)) {
+        /* the estimate at the step's parameters, folded into the optimizer's state before its
+         * update */
+        st = bora_hessian_step(&t->hess, step, lr, t->ids, t->targets, t->segs, rows, n_micro,
+                               t->step_metrics, &t->n_step_metrics);
+        if (st != BORA_OK)
+            return st;
+    }
+    size_t n_opt = 0;
+    st = bora_apply_step(&t->apply, step, lr, norm, t->step_metrics + t->n_step_metrics, &n_opt);
+    t->n_step_metrics += n_opt;
     if (st != BORA_OK)
         return bora_error_set(st, "step %" PRId64 ": %s", step, bora_error_get());
     if (!isfinite(*norm) && t->crash_on_nan)
@@ -521,6 +554,8 @@ static int run_loop(trainer *t, int64_t start)
         else
             n_m--;
         bora_tracklog_log(t->log, step, m, n_m);
+        if (t->n_step_metrics)
+            bora_tracklog_log(t->log, step, t->step_metrics, t->n_step_metrics);
         if (t->eval && (step % t->steps_per_eval == 0 || step == t->steps)) {
             if (run_eval(t, step, &t->last_eval) != BORA_OK) {
                 tr_end_live_line(t);
@@ -605,6 +640,8 @@ void tr_teardown(trainer *t)
     free(t->trackers);
     if (t->apply_built)
         bora_apply_free(&t->apply);
+    if (t->hess_built)
+        bora_hessian_free(&t->hess);
     bora_eval_free(t->eval);
     bora_loader_free(t->val);
     g_graph_free(t->train);

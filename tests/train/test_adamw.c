@@ -50,7 +50,9 @@ static void run(const char *plugin_dir, double max_norm)
             norm2 += grad[i] * grad[i];
         }
         double norm;
-        CHECK(bora_apply_step(&ap, step, lr, &norm) == BORA_OK);
+        bora_metric mets[TR_MAX_METRICS];
+        size_t n_mets;
+        CHECK(bora_apply_step(&ap, step, lr, &norm, mets, &n_mets) == BORA_OK);
         CHECK(close_to(norm, sqrt(norm2)));
         double scale = max_norm > 0 && sqrt(norm2) > max_norm ? max_norm / sqrt(norm2) : 1.0;
         for (int i = 0; i < 8; i++) {

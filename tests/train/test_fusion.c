@@ -97,10 +97,13 @@ static void run(const char *plugin_dir, int fused, int bf16, outcome *o)
     CHECK(g_autodiff(train, loss) == BORA_OK && g_finalize(train) == BORA_OK);
     CHECK(bora_apply_build(r.store, ops, opt, 50.0, &ap) == BORA_OK);
     CHECK(g_store_materialize(r.store) == BORA_OK);
+    bora_metric mets[TR_MAX_METRICS];
+    size_t n_mets;
     for (int step = 1; step <= 3; step++) {
         CHECK(g_run(train) == BORA_OK);
         CHECK(g_read(train, loss, &o->losses[step - 1], sizeof(float)) == BORA_OK);
-        CHECK(bora_apply_step(&ap, step, 1e-2 / step, &o->norms[step - 1]) == BORA_OK);
+        CHECK(bora_apply_step(&ap, step, 1e-2 / step, &o->norms[step - 1], mets, &n_mets) ==
+              BORA_OK);
         const float *gz = (const float *)r.store->grad_ptr;
         size_t nonzero = 0;
         for (size_t i = 0; i < r.store->param_bytes / sizeof(float); i++)

@@ -1,0 +1,40 @@
+/* core/train/metrics.h — optimizer metrics (bora_optimizer_ops.metrics): what an optimizer's
+ * updates report through bora_param_update.report, summed in parameter order in f64 inside the
+ * graph that runs them, and read back with that graph's output. */
+#ifndef BORA_CORE_TRAIN_METRICS_H
+#define BORA_CORE_TRAIN_METRICS_H
+
+#include "../graph/graph.h"
+
+#include <bora/optimizer.h>
+#include <bora/tracker.h>
+
+#define TR_MAX_METRICS 16
+
+typedef struct tr_metrics {
+    struct {
+        const char *name;
+        int32_t reduce;  /* a bora_metric_reduce */
+        gval *sum;       /* 0-d f64 running sum of the reports */
+        double elements; /* of the parameters reported (BORA_METRIC_MEAN) */
+    } m[TR_MAX_METRICS];
+    size_t n;
+} tr_metrics;
+
+/* What bora_param_update.host_private points at while one optimizer's update is built. */
+typedef struct tr_reporter {
+    tr_metrics *metrics;
+    const bora_optimizer_ops *ops;
+    int64_t elements; /* of the parameter being updated */
+} tr_reporter;
+
+/* bora_param_update.report. */
+bora_status tr_metrics_report(bora_graph *g, const bora_param_update *u, int32_t metric,
+                              bora_tensor *value);
+/* The graph's output: first (0-d f64, or NULL) followed by each metric's sum, as one 1-d f64
+ * vector; first itself when nothing was reported. */
+gval *tr_metrics_output(g_graph *g, tr_metrics *m, gval *first);
+/* The metrics' values from the vector's sums (after first, if there was one): n of them. */
+size_t tr_metrics_values(const tr_metrics *m, const double *sums, bora_metric *out);
+
+#endif
