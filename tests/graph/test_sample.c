@@ -3,7 +3,7 @@
  *   sample_reference.py to redraw with its own Philox4x32-10 and inverse CDF: exact tokens;
  *   frequencies of many rows with the same logits against the exact softmax (chi-square);
  *   the same tokens at 1 and 2 threads, and from a batch split in two (the counter's first
- *   row) as from the whole;
+ *   row) as from the whole; bf16 logits draw as the same values in f32;
  *   non-finite logits give -1, the rows beside them unaffected;
  *   bad calls fail the build naming the tensor; a backend built before ABI 1.11 is never asked
  *   for the op; a counter out of range fails the run.
@@ -57,7 +57,12 @@ static bora_status draw(const scase *c, const double *logits, int threads, uint3
     for (int64_t i = 0; i < n; i++)
         if (c->dtype == BORA_DTYPE_F32)
             ((float *)data)[i] = (float)logits[i];
-        else
+        else if (c->dtype == BORA_DTYPE_BF16) { /* the top half of an f32 (values exact in bf16) */
+            float f = (float)logits[i];
+            uint32_t bits;
+            memcpy(&bits, &f, sizeof bits);
+            ((uint16_t *)data)[i] = (uint16_t)(bits >> 16);
+        } else
             ((double *)data)[i] = logits[i];
     bora_status st = BORA_ERR_INVALID;
     if (t && g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
@@ -255,6 +260,16 @@ static void check_splits(void)
     half.first = (B / 2) * T;
     CHECK(draw(&half, x + (B / 2) * T * V, 2, 0, halves + (B / 2) * T, err, sizeof err) == BORA_OK);
     CHECK(!memcmp(t1, halves, sizeof t1));
+    /* bf16 logits are widened to f32: the same tokens from the same values */
+    double eighths[B * T * V];
+    for (int i = 0; i < B * T * V; i++)
+        eighths[i] = round(x[i] * 8) / 8;
+    scase bf = whole;
+    bf.dtype = BORA_DTYPE_BF16;
+    int32_t tb[B * T];
+    CHECK(draw(&whole, eighths, 2, 0, t2, err, sizeof err) == BORA_OK);
+    CHECK(draw(&bf, eighths, 2, 0, tb, err, sizeof err) == BORA_OK);
+    CHECK(!memcmp(t2, tb, sizeof tb));
     /* and the counter matters: another step draws other tokens */
     whole.step++;
     CHECK(draw(&whole, x, 2, 0, t2, err, sizeof err) == BORA_OK);
