@@ -185,7 +185,7 @@ static void op_backward(g_graph *g, gnode *n)
     int any = 0;
     for (int i = 0; i < n->nin; i++)
         any |= n->in[i]->requires_grad;
-    if (!any)
+    if (!any || n->op == BORA_OP_SAMPLE) /* a drawn token is a constant to the gradient */
         return;
     if (!dy && n->op != BORA_OP_LAYERNORM)
         return;

@@ -1014,6 +1014,7 @@ const bora_graph_api g_api = {
     .where = api_where,
     .rms_norm = api_rms_norm,
     .rope = api_rope,
+    .sample = api_sample,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1062,6 +1063,11 @@ void g_graph_free(g_graph *g)
     free(g->checkpoints);
     free(g->readers);
     free(g);
+}
+
+uint32_t g_op_since(int op)
+{
+    return op >= BORA_OP_SAMPLE ? 11 : op >= BORA_OP_SIN ? 9 : 0;
 }
 
 const char *g_op_name(int op)

@@ -1,6 +1,6 @@
 /* core/graph/build.h — what the graph builder's files (build.c: leaves, views, elementwise,
  * reductions, the table; build_ops.c: dot, norms, losses, attention, store leaves; build_elem.c:
- * constants, ramps and where) share and no one else needs. */
+ * constants, ramps and where; build_rope.c; build_sample.c: tokens drawn from logits) share and no one else needs. */
 #ifndef BORA_GRAPH_BUILD_H
 #define BORA_GRAPH_BUILD_H
 
@@ -69,5 +69,8 @@ bora_tensor *api_iota(bora_graph *gp, bora_axis axis, int32_t dtype, double star
 bora_tensor *api_where(bora_graph *gp, bora_tensor *mask, bora_tensor *a, bora_tensor *b);
 /* build_rope.c */
 bora_tensor *api_rope(bora_graph *gp, bora_tensor *x, const bora_rope_opts *opts);
+/* build_sample.c */
+bora_tensor *api_sample(bora_graph *gp, bora_tensor *logits, const char *axis, bora_tensor *counter,
+                        uint64_t seed, uint64_t stream);
 
 #endif

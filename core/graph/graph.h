@@ -89,6 +89,7 @@ struct gnode {
         bora_opt_pad pad;
         bora_opt_iota iota;
         bora_opt_rope rope;
+        bora_opt_sample sample;
     } opt;
     /* views */
     int view;
@@ -386,6 +387,8 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
 /* The number of elements of a value. */
 int64_t g_numel(const gval *v);
 const char *g_op_name(int op);
+/* The ABI minor that added op (0: 1.0): a backend built for an older one is never asked for it. */
+uint32_t g_op_since(int op);
 /* arr with room for at least n + 1 elements of elem bytes (cap doubled), or NULL. */
 void *g_grow(void *arr, size_t *cap, size_t n, size_t elem);
 /* Plan fused groups over the chosen kernels (fuse.c); -1 out of memory. */

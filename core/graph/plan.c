@@ -46,7 +46,7 @@ static void mark_needed(g_graph *g, char *needed)
 /* Whether the backend has a kernel for op over these operands' dtypes. */
 static int has_kernel(g_graph *g, int op, gval *const *operands, int n)
 {
-    if (op >= BORA_OP_SIN && op < BORA_OP_COUNT_ && !g->store->elem_ops) /* not before 1.9 */
+    if (op < BORA_OP_COUNT_ && g_op_since(op) > g->store->abi_minor) /* not on older backends */
         return 0;
     int32_t dtypes[G_MAX_IN + G_MAX_OUT];
     for (int k = 0; k < n; k++)
@@ -734,11 +734,11 @@ bora_status g_finalize(g_graph *g)
             dtypes[nd++] = n->in[k]->dtype;
         for (int k = 0; k < n->nout; k++)
             dtypes[nd++] = n->out[k]->dtype;
-        if (op >= BORA_OP_SIN && op < BORA_OP_COUNT_ && !g->store->elem_ops) {
+        if (op < BORA_OP_COUNT_ && g_op_since(op) > g->store->abi_minor) {
             g_fail(g,
-                   "backend '%s' was built for ABI 1.%u, which has no op '%s' (ABI 1.9); "
+                   "backend '%s' was built for ABI 1.%u, which has no op '%s' (ABI 1.%u); "
                    "rebuild the backend against this SDK",
-                   g->store->backend_name, g->store->abi_minor, g_op_name(op));
+                   g->store->backend_name, g->store->abi_minor, g_op_name(op), g_op_since(op));
             continue;
         }
         n->kernel = ops->kernel(g->store->backend, (uint32_t)op, dtypes, nd);

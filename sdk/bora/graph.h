@@ -230,12 +230,17 @@ typedef enum bora_op {
      * at or past P fails the kernel with BORA_ERR_INVALID. */
     BORA_OP_ROPE = 54,
     /* ABI 1.11. (logits (R, V) f32 or f64, counter i64 (2)) -> i32 (R) (bora_opt_sample): row r's
-     * token drawn from softmax(logits[r]) by the inverse of its cumulative distribution, summed in
-     * f64 over v = 0 .. V-1 in order, at the uniform u in [0, 1) that Philox4x32-10
-     * (sdk/bora/philox.h) gives for key (seed) and counter (counter[1] + r, stream, counter[0]):
-     * counter[0] is the step and counter[1] the index of the first row among the step's rows, so
-     * a token depends on (seed, stream, step, row) alone, not on micro-batching or threads. A
-     * row with a non-finite logit or no positive mass gives -1. */
+     * token drawn from softmax(logits[r]) by inverting its cumulative distribution. With step =
+     * counter[0] and row = counter[1] + r (the index of the row among the step's rows, so a token
+     * depends on (seed, stream, step, row) alone, not on micro-batching or threads):
+     *   u = bora_philox_uniform(seed, row mod 2^32, row >> 32, stream, step), in [0, 1) with 53
+     *       bits (sdk/bora/philox.h: Philox4x32-10, key seed, counter words in that order);
+     *   w_v = exp(logits[r][v] - max_v logits[r][v]) and total = w_0 + .. + w_(V-1), in f64,
+     *       summed in order v = 0 .. V-1;
+     *   the token is the first v with w_0 + .. + w_v > u · total (should rounding leave none,
+     *       the last v with w_v > 0).
+     * A row with a non-finite logit (or none) gives -1. A step outside 0 .. 2^32-1 or a negative
+     * counter[1] fails the kernel with BORA_ERR_INVALID; the stream is below 2^32. */
     BORA_OP_SAMPLE = 55,
     BORA_OP_COUNT_ = 56 /* one past the last op id */
 } bora_op;
@@ -591,8 +596,10 @@ struct bora_graph_api {
      * count as its sequence length. The gradient is the same rotation transposed. */
     bora_tensor *(*rope)(bora_graph *g, bora_tensor *x, const bora_rope_opts *opts);
     /* ABI 1.11. A token per position drawn from softmax(logits) along axis (BORA_OP_SAMPLE):
-     * logits f32 or f64, counter a 1-d i64 tensor of 2 (step, index of the first row); the result
-     * is i32 with logits' other axes and no gradient. */
+     * logits of a float dtype (bf16 and f16 widened to f32), counter a 1-d i64 tensor of 2
+     * (step, index of the first row), stream below 2^32; the result is i32 with logits' other
+     * axes in their order (rows numbered row-major over them) and no gradient: autodiff treats
+     * the tokens as constants. */
     bora_tensor *(*sample)(bora_graph *g, bora_tensor *logits, const char *axis,
                            bora_tensor *counter, uint64_t seed, uint64_t stream);
 };

@@ -1479,6 +1479,61 @@ done:
     rig_close(&r);
 }
 
+/* sample draws integer tokens: no gradient of its own, so autodiff treats them as constants.
+ * cross_entropy(logits, t) + sum(logits · t), t = sample(logits), differentiates as if t were
+ * given: its gradient against central finite differences (h = 1e-6; the draws do not move under
+ * such a step). */
+static void check_sample_constant(void)
+{
+    rig r;
+    rig_open(&r, plugin_dir, 2, 9);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &g->pub;
+    bora_axis ax[2] = {AX("position", 5), AX("vocab", 7)};
+    bora_tensor *logits = P(gp, "logits", BORA_DTYPE_F64, 2, ax);
+    bora_tensor *counter = bora_input(gp, "counter", BORA_DTYPE_I64, 1, &AX("counter", 2));
+    bora_tensor *tokens = gp->api->sample(gp, logits, "vocab", counter, 5, 1);
+    /* the tokens also enter the loss as numbers: sum(logits · token) over the vocab */
+    gval *as_f64 = gp->api->cast(gp, tokens, BORA_DTYPE_F64);
+    const char *both[2] = {"position", "vocab"};
+    gval *loss = bora_add(gp, gp->api->cross_entropy(gp, logits, tokens, "vocab", NULL),
+                          gp->api->reduce(gp, BORA_OP_SUM, bora_mul(gp, logits, as_f64), 2, both));
+    g->output = loss;
+    int64_t ctr[2] = {3, 0};
+    double got[35], lp, lm;
+    if (!loss || g_autodiff(g, loss) || g_finalize(g) || g_store_materialize(r.store) ||
+        g_set_input(g, "counter", ctr, sizeof ctr) || g_run(g)) {
+        fprintf(stderr, "sample: gradient graph failed: %s\n", g->error);
+        test_failures++;
+        goto done;
+    }
+    for (int k = 0; k < BORA_OP_COUNT_; k++)
+        ops_seen[k] += g->op_runs[k];
+    memcpy(got, rig_grad(&r, "logits"), sizeof got);
+    double *p = rig_param(&r, "logits");
+    for (int e = 0; e < 35; e++) {
+        double keep = p[e];
+        p[e] = keep + 1e-6;
+        g_run(g);
+        g_read(g, loss, &lp, sizeof lp);
+        p[e] = keep - 1e-6;
+        g_run(g);
+        g_read(g, loss, &lm, sizeof lm);
+        p[e] = keep;
+        double fd = (lp - lm) / 2e-6;
+        if (!(fabs(fd - got[e]) <= 1e-6 * fmax(fabs(fd), fabs(got[e])) + 1e-8)) {
+            fprintf(stderr,
+                    "sample: d loss / d logits[%d]: autodiff %.12g, finite differences %.12g\n", e,
+                    got[e], fd);
+            test_failures++;
+            break;
+        }
+    }
+done:
+    g_graph_free(g);
+    rig_close(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -1501,8 +1556,10 @@ int main(int argc, char **argv)
     check_elem_rules();
     check_rms_norm_rules();
     check_gqa_rules();
+    check_sample_constant();
     /* Every kernel op ran in some gradient check (forward or backward), or in its own check
-     * when nothing differentiates through it (write_slice, sum_squares). */
+     * when nothing differentiates through it (write_slice, sum_squares, sample; sample's draws
+     * are checked against an independent reference in test_sample). */
     for (int op = 1; op < BORA_OP_COUNT_; op++)
         if (!ops_seen[op] &&
             op != BORA_OP_SAMPLE) { /* sample: no gradient, tests/graph of its own */

@@ -51,6 +51,10 @@ static inline int64_t cpu_rows_of(const bora_tensor_desc *t)
 bora_status cpu_rope_f32(bora_backend *b, const bora_kernel_args *a);
 bora_status cpu_rope_f64(bora_backend *b, const bora_kernel_args *a);
 
+/* sample.c: BORA_OP_SAMPLE over (logits (R, V), counter i64 (2)) -> tokens i32 (R). */
+bora_status cpu_sample_f32(bora_backend *b, const bora_kernel_args *a);
+bora_status cpu_sample_f64(bora_backend *b, const bora_kernel_args *a);
+
 /* matmul_bf16.c: the rule for bf16 matmuls and oneDNN's engine (create), its teardown, and a
  * bf16 product on oneDNN's primitive (0 done, 1 not taken: widen, negative: an error). */
 bora_status cpu_bf16_setup(bora_backend *b);

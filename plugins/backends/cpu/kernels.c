@@ -627,6 +627,12 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
                : dt[0] == BORA_DTYPE_F64 ? iota_f64
                : dt[0] == BORA_DTYPE_I32 ? iota_i32
                                          : NULL;
+    /* tokens drawn from logits: logits, counter (i64) -> tokens (i32) */
+    if (op == BORA_OP_SAMPLE)
+        return n != 3 || dt[1] != BORA_DTYPE_I64 || dt[2] != BORA_DTYPE_I32 ? NULL
+               : dt[0] == BORA_DTYPE_F32                                    ? cpu_sample_f32
+               : dt[0] == BORA_DTYPE_F64                                    ? cpu_sample_f64
+                                                                            : NULL;
     int32_t ft = dt[0];
     if (op == BORA_OP_SCATTER_ADD)
         ft = dt[1];
