@@ -287,6 +287,7 @@ static gval *op_tangent(g_graph *g, const gnode *n, gval *const *t)
     case BORA_OP_FILL:
     case BORA_OP_IOTA:
     case BORA_OP_ONE_HOT:
+    case BORA_OP_SAMPLE: /* tokens */
     case BORA_OP_ATTENTION_BIAS: return NULL;
     default:
         g_fail(g,

@@ -149,12 +149,19 @@ static bora_tensor *b_softmax(bora_graph *g, int v)
     return v ? g->api->log_softmax(g, a, "y") : g->api->softmax(g, a, "y");
 }
 
-/* cross-entropy of logits (vocab, batch, position), one target ignored; odd: with a z-loss. */
+/* cross-entropy of logits (vocab, batch, position), one target ignored; odd: with a z-loss;
+ * 2: at labels drawn from the logits' own softmax (Sophia-G's loss: the draw has no tangent, and
+ * the finite differences' ±ε moves no label across a boundary of its inverse CDF here). */
 static bora_tensor *b_xent(bora_graph *g, int v)
 {
     bora_axis ax[3] = {AX("vocab", 5), AX("batch", 2), AX("position", 3)};
     bora_tensor *l = P(g, "a", 3, ax);
     bora_tensor *t = bora_input(g, "targets", BORA_DTYPE_I32, 2, ax + 1);
+    if (v == 2) {
+        bora_axis two = {"counter", 2};
+        bora_tensor *counter = bora_input(g, "counter", BORA_DTYPE_I64, 1, &two);
+        t = g->api->sample(g, l, "vocab", counter, 7, 1);
+    }
     bora_xent_opts o = {sizeof o, -100, v & 1 ? 0.01 : 0.0};
     return g->api->cross_entropy(g, l, t, "vocab", &o);
 }
@@ -271,7 +278,7 @@ static const hcase cases[] = {
     {"dot", b_dot, 4},
     {"norms", b_norm, 4},
     {"softmax", b_softmax, 2},
-    {"cross_entropy", b_xent, 2},
+    {"cross_entropy", b_xent, 3},
     {"embedding", b_embedding, 1},
     {"attention", b_attention, 4},
     {"rope", b_rope, 2},
@@ -286,6 +293,8 @@ static void fill_int_inputs(g_graph *g)
     g_set_input(g, "targets", targets6, sizeof targets6);
     g_set_input(g, "ids", ids6, sizeof ids6);
     g_set_input(g, "seg", seg8, sizeof seg8);
+    static const int64_t counter[2] = {3, 12};
+    g_set_input(g, "counter", counter, sizeof counter);
 }
 
 /* The case's output and the loss Σ w·out + Σ u·out² over it, in graph g; NULL on failure. */
