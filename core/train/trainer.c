@@ -257,10 +257,14 @@ static bora_status build(trainer *t, bora_config *root)
     t->train->output = loss;
     if (g_autodiff(t->train, loss) != BORA_OK || g_finalize(t->train) != BORA_OK)
         return graph_error(t, root, t->train->error);
-    if (bora_apply_build(t->store, oops, t->opt, t->max_grad_norm, &t->apply) != BORA_OK)
+    if (bora_opt_groups_make(bora_cfg_child(root, "optimizer"), t->reg, t->opt_entry, t->opt,
+                             t->sched.peak, t->store, &t->groups) != BORA_OK)
+        return BORA_ERR_CONFIG;
+    t->apply_built = 1; /* freed whatever the build's outcome */
+    if (bora_apply_build_groups(t->store, t->groups.n, t->groups.apply, t->groups.group_of,
+                                t->max_grad_norm, &t->apply) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
                               bora_error_get());
-    t->apply_built = 1;
     if (t->has_val && bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
                               bora_error_get());
@@ -609,6 +613,7 @@ void tr_teardown(trainer *t)
     bora_loader_free(t->val);
     g_graph_free(t->train);
     g_store_free(t->store);
+    bora_opt_groups_free(&t->groups);
     if (t->opt)
         ((const bora_optimizer_ops *)t->opt_entry->ops)->destroy(t->opt);
     if (t->model)
@@ -656,6 +661,11 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     printf("model %s: %zu parameters in %zu tensors; optimizer %s; backend %s\n",
            t.model_entry->ops->name, values, t.store->n_slots, t.opt_entry->ops->name,
            t.be_entry->ops->name);
+    if (t.groups.n > 1) {
+        char who[1024];
+        bora_opt_groups_summary(&t.groups, who, sizeof who);
+        printf("optimizer: %s\n", who);
+    }
     if (t.mp.compute == BORA_DTYPE_BF16) {
         char desc[512] = "";
         const bora_backend_ops *bops = (const bora_backend_ops *)t.be_entry->ops;
