@@ -79,8 +79,7 @@ bora_status bora_opt_groups_make(bora_config *opt, const bora_registry *reg, con
             snprintf(why, sizeof why, "%s", bora_error_get());
             gr->opt = NULL;
             bora_opt_groups_free(out);
-            return bora_error_set(BORA_ERR_CONFIG, "optimizer.groups[%zu] (%s): %s", k - 1, type,
-                                  why);
+            return bora_error_set(BORA_ERR_CONFIG, "optimizer.groups[%zu]: %s", k - 1, why);
         }
     }
     for (size_t i = 0; i < store->n_slots; i++) {

@@ -22,8 +22,8 @@ typedef struct pdesc {
 
 /* Matrices with rows < cols and rows > cols, a square one the decay mask leaves out, vectors. */
 static const pdesc all_params[] = {
-    {"emb.weight", 10, 4, 1}, {"emb.bias", 4, 0, 1},  {"h.0.w", 4, 6, 0},
-    {"h.0.v", 7, 3, 0},       {"h.0.b", 6, 0, 1},     {"h.0.n", 3, 3, 1},
+    {"emb.weight", 10, 4, 1}, {"emb.bias", 4, 0, 1}, {"h.0.w", 4, 6, 0},
+    {"h.0.v", 7, 3, 0},       {"h.0.b", 6, 0, 1},    {"h.0.n", 3, 3, 1},
 };
 static const pdesc matrices[] = {{"h.0.w", 4, 6, 0}, {"h.0.v", 7, 3, 0}, {"h.0.n", 3, 3, 1}};
 
@@ -109,8 +109,8 @@ int main(int argc, char **argv)
         bora_tensor *w = bora_param(g, p->name, BORA_DTYPE_F32, nd, ax, bora_init_normal(1.0),
                                     p->no_decay ? BORA_PARAM_NO_DECAY : 0);
         bora_tensor *w2 = bora_mul(g, w, w);
-        bora_tensor *term = bora_add(g, g->api->scale(g, w2, 0.5),
-                                     g->api->scale(g, bora_mul(g, w2, w), 0.25));
+        bora_tensor *term =
+            bora_add(g, g->api->scale(g, w2, 0.5), g->api->scale(g, bora_mul(g, w2, w), 0.25));
         bora_tensor *sum = g->api->reduce(g, BORA_OP_SUM, term, nd, names);
         loss = loss ? bora_add(g, loss, sum) : sum;
     }
