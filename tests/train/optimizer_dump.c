@@ -7,6 +7,9 @@
  * The loss is Σ (w²/2 + w³/4) over every parameter; its gradients w + 3w²/4 change with the
  * parameters, so each step's update feeds the next.
  *
+ * It also says how the updates ran: how many fused kernels hold parameter updates, and how many
+ * updates ran outside them.
+ *
  * usage: optimizer_dump PLUGIN_DIR CASE OUT.json   (CASE: lion, muon, muon_plain, groups) */
 #include "../graph/rig.h"
 #include "config/schema.h"
@@ -167,7 +170,20 @@ int main(int argc, char **argv)
         }
         fputs("]}", f);
     }
-    fputs("]}\n", f);
+    /* how the updates ran: fused groups holding parameter updates, and updates outside them */
+    int update_groups = 0, outside = 0;
+    for (size_t k = 0; k < ap.g->n_fused; k++) {
+        const g_fused *fu = &ap.g->fused[k];
+        int assigns = 0;
+        for (int i = 0; i < fu->n_steps * fu->n_segments; i++)
+            assigns += fu->nodes[i]->op == G_ASSIGN && fu->nodes[i]->out[0]->storage == S_PARAM;
+        update_groups += assigns > 0;
+    }
+    for (size_t i = 0; i < ap.g->n_nodes; i++)
+        outside += ap.g->nodes[i]->op == G_ASSIGN && ap.g->nodes[i]->out[0]->storage == S_PARAM &&
+                   !ap.g->nodes[i]->fused;
+    fprintf(f, "],\n \"fused_update_groups\": %d, \"updates_outside\": %d}\n", update_groups,
+            outside);
     fclose(f);
     bora_apply_free(&ap);
     bora_opt_groups_free(&gs);

@@ -8,6 +8,9 @@ values, and every parameter compared after every step.
 
 Tolerance: |bora - reference| <= 2e-6 * max(1, |reference|) per element (bora computes in f32).
 
+Lion's update is elementwise: its chain must fuse, one kernel for the parameters with weight
+decay and one for those without, as AdamW's (tests/train/test_fusion.c).
+
 Which group takes which parameter is written out here too, from the case's YAML
 (optimizer_dump.c) by the documented rules, not asked of bora.
 
@@ -150,6 +153,10 @@ def check(case):
             if err > TOL:
                 bad += 1
                 print(f"{case}: step {k} {name}: off by {err:.3g} (relative; tolerance {TOL})")
+    if case == "lion" and (d["fused_update_groups"], d["updates_outside"]) != (2, 0):
+        bad += 1
+        print(f"lion: the updates ran as {d['fused_update_groups']} fused kernels, "
+              f"{d['updates_outside']} outside them; want 2 (decay, no decay) and none outside")
     print(f"{case}: {len(d['steps'])} steps of {len(d['params'])} parameters "
           f"{'differ' if bad else 'match'} (largest relative difference {worst:.2g})")
     return bad
