@@ -439,7 +439,10 @@ bora_config *bora_cfg_overlay(bora_config *base, bora_config *over, const char *
         const bora_config *src = pass ? over : base;
         for (size_t i = 0; src && src->kind == BORA_NODE_MAP && i < src->n; i++) {
             const char *key = src->keys[i];
-            int skip = !pass && cfg_map_find(over, key) >= 0;
+            /* a default filled into base is base's optimizer's, not one written for the group */
+            int skip =
+                !pass && (cfg_map_find(over, key) >= 0 ||
+                          (src->values[i]->origin && !strcmp(src->values[i]->origin, "default")));
             for (const char *const *d = drop; d && *d && !skip; d++)
                 skip = !strcmp(*d, key);
             bora_config *v = skip ? NULL : cfg_node(cfg, BORA_NODE_NULL, NULL, 0, 0);

@@ -2,7 +2,8 @@
  * tests/train/optimizers_torch.py to check against optimizers written in float64 PyTorch: the
  * initial values, and for each step the learning rate given, the gradients the apply graph read
  * and the parameters after. The optimizer section is YAML (the case's), checked as `bora train`
- * checks it, and its groups made by the trainer's code (core/train/groups.c).
+ * checks it (its defaults filled in), and its groups made by the trainer's code
+ * (core/train/groups.c).
  *
  * The loss is Σ (w²/2 + w³/4) over every parameter; its gradients w + 3w²/4 change with the
  * parameters, so each step's update feeds the next.
@@ -10,7 +11,7 @@
  * It also says how the updates ran: how many fused kernels hold parameter updates, and how many
  * updates ran outside them.
  *
- * usage: optimizer_dump PLUGIN_DIR CASE OUT.json   (CASE: lion, muon, muon_plain, groups) */
+ * usage: optimizer_dump PLUGIN_DIR CASE OUT.json   (CASE: lion, muon, muon_plain, groups, muon_group) */
 #include "../graph/rig.h"
 #include "config/schema.h"
 #include "train/groups.h"
@@ -57,6 +58,12 @@ static const tcase cases[] = {
      "    - {ndim: 1, type: adamw, weight_decay: 0.0}\n"
      "    - {no_decay: true, ndim: 2, type: lion, learning_rate: 1e-3}\n",
      all_params, 6},
+    /* the base's keys left at their defaults (Muon's weight_decay 0) are not the group's: AdamW
+     * keeps its own (0.1) */
+    {"muon_group",
+     "optimizer: {type: muon, learning_rate: 2e-2, groups: [{match: \"h.0.v\", type: adamw, "
+     "learning_rate: 1e-2}]}\n",
+     matrices, 3},
 };
 
 static void dump_values(FILE *f, const float *v, size_t n)
@@ -88,7 +95,7 @@ int main(int argc, char **argv)
     const bora_entry *e = NULL;
     double peak = 0;
     if (bora_cfg_load_string(cfg, "case.yaml", tc->yaml, strlen(tc->yaml)) != BORA_OK ||
-        bora_config_check(cfg, r.reg, 0) != BORA_OK ||
+        bora_config_check(cfg, r.reg, 1) != BORA_OK ||
         bora_config_select(opt = bora_cfg_child(bora_cfg_root(cfg), "optimizer"),
                            BORA_KIND_OPTIMIZER, r.reg, &e) != BORA_OK ||
         bora_cfg_float(opt, "learning_rate", 0, &peak) != BORA_OK) {

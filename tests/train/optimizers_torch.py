@@ -119,6 +119,10 @@ def reference(case):
     if case == "muon_plain":
         o = Muon(2e-2, momentum=0.9, nesterov=False, scale="match_rms_adamw")
         return lambda name: o
+    if case == "muon_group":
+        # Muon's defaults for the rest, AdamW's own (weight_decay 0.1, not Muon's 0) for h.0.v
+        muon, adamw = Muon(2e-2), AdamW(1e-2)
+        return lambda name: adamw if name == "h.0.v" else muon
     # groups: muon at 2e-2 with weight_decay 0.3 for the rest; the groups inherit the base's
     # keys (weight_decay 0.3) where they do not set their own
     base = Muon(2e-2, weight_decay=0.3)
@@ -162,5 +166,5 @@ def check(case):
     return bad
 
 
-failures = sum(check(c) for c in ("lion", "muon", "muon_plain", "groups"))
+failures = sum(check(c) for c in ("lion", "muon", "muon_plain", "groups", "muon_group"))
 sys.exit(1 if failures else 0)
