@@ -157,7 +157,9 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
                                NULL,
                                NULL};
         if (ops->build_update(groups[k].opt, gp, &u) != BORA_OK) {
-            if (!g->status)
+            if (!g->status && k)
+                g_fail(g, "optimizer.groups[%zu] (%s): %s", k - 1, ops->hdr.name, bora_error_get());
+            else if (!g->status)
                 g_fail(g, "optimizer '%s': %s", ops->hdr.name, bora_error_get());
             break;
         }

@@ -263,8 +263,7 @@ static bora_status build(trainer *t, bora_config *root)
     t->apply_built = 1; /* freed whatever the build's outcome */
     if (bora_apply_build_groups(t->store, t->groups.n, t->groups.apply, t->groups.group_of,
                                 t->max_grad_norm, &t->apply) != BORA_OK)
-        return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
-                              bora_error_get());
+        return BORA_ERR_INVALID; /* the message names the optimizer or group */
     if (t->has_val && bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
                               bora_error_get());

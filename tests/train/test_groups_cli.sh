@@ -4,7 +4,8 @@
 # pointing at optimizer.groups; the start line saying which group took how many parameters; a
 # group that matches nothing warned of; trainer.json recording the groups; a checkpoint keeping
 # each group's own slots (m/v for AdamW, momentum for Muon); a resume with changed groups
-# refused, naming the changed key, and one with the same groups going on.
+# refused, naming the changed key, and one with the same groups going on; the same bits at
+# another thread count.
 # usage: test_groups_cli.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5
@@ -89,6 +90,13 @@ case $out in *"does not fit this configuration"*) ;; *) fail "no 'does not fit' 
 # the same groups: it goes on
 expect 0 "resuming run g from $work/ckpt/g/step-4" run.yaml --trainer.id=g \
     --trainer.num_train_steps=6 --force
+
+# the same bits at another thread count (Muon's products are f32)
+expect 0 "optimizer: muon for 4 parameters" run.yaml --trainer.id=g2 --trainer.num_threads=2
+for f in model.safetensors optimizer.safetensors; do
+    cmp -s "$work/ckpt/g/step-4/$f" "$work/ckpt/g2/step-4/$f" ||
+        fail "$f differs between 1 and 2 threads"
+done
 
 [ "$fails" -eq 0 ] && echo "groups cli: all passed"
 [ "$fails" -eq 0 ]
