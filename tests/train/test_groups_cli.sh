@@ -5,7 +5,7 @@
 # group that matches nothing warned of; trainer.json recording the groups; a checkpoint keeping
 # each group's own slots (m/v for AdamW, momentum for Muon); a resume with changed groups
 # refused, naming the changed key, and one with the same groups going on; the same bits at
-# another thread count.
+# another thread count; a checkpoint older than optimizer.groups resuming.
 # usage: test_groups_cli.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5
@@ -97,6 +97,19 @@ for f in model.safetensors optimizer.safetensors; do
     cmp -s "$work/ckpt/g/step-4/$f" "$work/ckpt/g2/step-4/$f" ||
         fail "$f differs between 1 and 2 threads"
 done
+
+# a checkpoint from before optimizer.groups existed (no groups key in its configuration)
+# resumes: an empty list of groups changes nothing
+expect 0 "trained 2 steps" run.yaml --trainer.id=old --trainer.num_train_steps=2 \
+    --optimizer.type=adamw --optimizer.groups='[]'
+/usr/bin/python3 - "$work/ckpt/old/step-2/trainer.json" <<'PY' || fail "cannot edit trainer.json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+del d["config"]["optimizer"]["groups"]
+json.dump(d, open(sys.argv[1], "w"))
+PY
+expect 0 "resuming run old from $work/ckpt/old/step-2" run.yaml --trainer.id=old \
+    --trainer.num_train_steps=2 --optimizer.type=adamw --optimizer.groups='[]'
 
 [ "$fails" -eq 0 ] && echo "groups cli: all passed"
 [ "$fails" -eq 0 ]
