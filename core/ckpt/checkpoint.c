@@ -156,44 +156,74 @@ bora_status bora_ckpt_check_tensor(const char *file, const char *name, int32_t d
     return BORA_OK;
 }
 
+/* How many state blocks parameter i has under slots. */
+static size_t slot_count(bora_ckpt_slots slots, size_t i)
+{
+    size_t k = 0;
+    while (slots && slots[i] && slots[i][k])
+        k++;
+    return k;
+}
+
+/* Whether any parameter has optimizer state under slots (in a store that keeps some). */
+static int has_state(const g_store *s, bora_ckpt_slots slots)
+{
+    for (size_t i = 0; slots && s->n_states && i < s->n_slots; i++)
+        if (slot_count(slots, i))
+            return 1;
+    return 0;
+}
+
+/* The tensors of one file, in file order: every parameter (slots NULL), or state block b of
+ * every parameter that has one, b by b. *n gets their count; malloc'ed pairs (block, slot). */
+static size_t *file_tensors(const g_store *s, bora_ckpt_slots slots, size_t *n)
+{
+    size_t n_blocks = slots ? s->n_states : 1, total = 0;
+    size_t *pairs = malloc(2 * (n_blocks * s->n_slots + 1) * sizeof *pairs);
+    for (size_t b = 0; pairs && b < n_blocks; b++)
+        for (size_t i = 0; i < s->n_slots; i++)
+            if (!slots || b < slot_count(slots, i)) {
+                pairs[2 * total] = b, pairs[2 * total + 1] = i;
+                total++;
+            }
+    *n = total;
+    return pairs;
+}
+
 /* Write one block as a safetensors file; the digest of each tensor goes to digests as
  * "file": {"tensor": "xxh3-64:...", ...} after sep. */
-static bora_status write_block(const g_store *s, const char *path, const char *const *slots,
+static bora_status write_block(const g_store *s, const char *path, bora_ckpt_slots slots,
                                FILE *digests, const char *sep)
 {
-    size_t n_blocks = 1;
-    if (slots)
-        for (n_blocks = 0; slots[n_blocks]; n_blocks++)
-            ;
-    size_t n = n_blocks * s->n_slots;
+    size_t n_blocks = slots ? s->n_states : 1, n;
+    size_t *pairs = file_tensors(s, slots, &n);
     bora_st_entry *e = calloc(n ? n : 1, sizeof *e);
     char **names = calloc(n ? n : 1, sizeof *names);
     char **blocks = calloc(n_blocks ? n_blocks : 1, sizeof *blocks);
     bora_status st =
-        e && names && blocks ? BORA_OK : bora_error_set(BORA_ERR_NOMEM, "out of memory");
+        e && names && blocks && pairs ? BORA_OK : bora_error_set(BORA_ERR_NOMEM, "out of memory");
     for (size_t b = 0; b < n_blocks && st == BORA_OK; b++)
         st = slots ? block_out(s, s->states, b * s->param_bytes, &blocks[b])
                    : block_out(s, s->params, 0, &blocks[b]);
-    for (size_t b = 0; b < n_blocks && st == BORA_OK; b++) {
-        for (size_t i = 0; i < s->n_slots; i++) {
-            const g_slot *sl = &s->slots[i];
-            size_t k = b * s->n_slots + i;
-            if (slots) {
-                size_t len = strlen(slots[b]) + strlen(sl->name) + 2;
-                if (!(names[k] = malloc(len))) {
-                    st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                snprintf(names[k], len, "%s.%s", slots[b], sl->name);
+    for (size_t k = 0; k < n && st == BORA_OK; k++) {
+        size_t b = pairs[2 * k];
+        const g_slot *sl = &s->slots[pairs[2 * k + 1]];
+        if (slots) {
+            const char *slot = slots[pairs[2 * k + 1]][b];
+            size_t len = strlen(slot) + strlen(sl->name) + 2;
+            if (!(names[k] = malloc(len))) {
+                st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
+                break;
             }
-            e[k] = (bora_st_entry){slots ? names[k] : sl->name, sl->dtype, sl->ndim, sl->dims,
-                                   blocks[b] + sl->offset};
+            snprintf(names[k], len, "%s.%s", slot, sl->name);
         }
+        e[k] = (bora_st_entry){slots ? names[k] : sl->name, sl->dtype, sl->ndim, sl->dims,
+                               blocks[b] + sl->offset};
     }
     /* Every load refuses a non-finite value, so a save refuses it too: written, it would replace
      * the last checkpoint that can be loaded. */
     for (size_t k = 0; k < n && st == BORA_OK; k++) {
-        const g_slot *sl = &s->slots[k % s->n_slots];
+        const g_slot *sl = &s->slots[pairs[2 * k + 1]];
         int nan = 0;
         int64_t at = first_non_finite(sl->dtype, e[k].data, sl->nbytes, &nan);
         if (at >= 0)
@@ -211,7 +241,7 @@ static bora_status write_block(const g_store *s, const char *path, const char *c
         fputs(": {", digests);
         for (size_t k = 0; k < n; k++) {
             char d[BORA_CKPT_DIGEST_LEN];
-            bora_ckpt_digest(e[k].data, s->slots[k % s->n_slots].nbytes, d);
+            bora_ckpt_digest(e[k].data, s->slots[pairs[2 * k + 1]].nbytes, d);
             fputs(k ? ",\n      " : "\n      ", digests);
             bora_json_string(digests, e[k].name);
             fprintf(digests, ": \"%s\"", d);
@@ -226,10 +256,11 @@ static bora_status write_block(const g_store *s, const char *path, const char *c
     free(names);
     free(blocks);
     free(e);
+    free(pairs);
     return st;
 }
 
-bora_status bora_ckpt_save(const g_store *s, const char *const *slots, const char *run_dir,
+bora_status bora_ckpt_save(const g_store *s, bora_ckpt_slots slots, const char *run_dir,
                            int64_t step, const char *trainer_json, char *dir, size_t cap)
 {
     bora_status st = bora_mkdir_p(run_dir);
@@ -260,7 +291,7 @@ bora_status bora_ckpt_save(const g_store *s, const char *const *slots, const cha
         snprintf(path, sizeof path, "%s/model.safetensors", tmp);
         st = write_block(s, path, NULL, rec, "");
     }
-    if (st == BORA_OK && slots && slots[0] && s->n_states) {
+    if (st == BORA_OK && has_state(s, slots)) {
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
         st = write_block(s, path, slots, rec, ",");
     }
@@ -479,8 +510,8 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *dims)
 /* Read a block of the store (the parameters, or every state slot) from dir/file, checking each
  * tensor against its digest in file_digests (NULL: none recorded) and for finite values before
  * any of it reaches the backend; with copy 0 only check. */
-static bora_status read_block(g_store *s, const char *dir, const char *file,
-                              const char *const *slots, json_object *file_digests, int copy)
+static bora_status read_block(g_store *s, const char *dir, const char *file, bora_ckpt_slots slots,
+                              json_object *file_digests, int copy)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -488,22 +519,25 @@ static bora_status read_block(g_store *s, const char *dir, const char *file,
     bora_status st = bora_st_open(path, &f);
     if (st != BORA_OK)
         return st;
-    size_t n_blocks = 1;
-    if (slots)
-        for (n_blocks = 0; slots[n_blocks]; n_blocks++)
-            ;
+    size_t n_blocks = slots ? s->n_states : 1, n;
+    size_t *pairs = file_tensors(s, slots, &n);
     char *block = malloc(s->param_bytes ? s->param_bytes : 1);
-    if (!block)
+    if (!block || !pairs)
         st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    if (st == BORA_OK && f->n_tensors != n_blocks * s->n_slots)
+    if (st == BORA_OK && f->n_tensors != n)
         st = bora_error_set(BORA_ERR_CONFIG, "%s: %zu tensors, the run has %zu", path, f->n_tensors,
-                            n_blocks * s->n_slots);
+                            n);
+    size_t k = 0;
     for (size_t b = 0; b < n_blocks && st == BORA_OK; b++) {
-        for (size_t i = 0; i < s->n_slots && st == BORA_OK; i++) {
-            const g_slot *sl = &s->slots[i];
+        int any = 0;
+        if (slots) /* a block no parameter uses stays zero, as the store made it */
+            memset(block, 0, s->param_bytes);
+        for (; k < n && pairs[2 * k] == b && st == BORA_OK; k++) {
+            const g_slot *sl = &s->slots[pairs[2 * k + 1]];
             char name[1024];
-            snprintf(name, sizeof name, "%s%s%s", slots ? slots[b] : "", slots ? "." : "",
-                     sl->name);
+            snprintf(name, sizeof name, "%s%s%s", slots ? slots[pairs[2 * k + 1]][b] : "",
+                     slots ? "." : "", sl->name);
+            any = 1;
             const bora_st_tensor *t = bora_st_find(f, name);
             int same = t && t->dtype == sl->dtype && t->ndim == sl->ndim;
             for (int d = 0; same && d < sl->ndim; d++)
@@ -529,7 +563,7 @@ static bora_status read_block(g_store *s, const char *dir, const char *file,
                                             want ? json_object_get_string(want) : NULL);
             }
         }
-        if (st == BORA_OK && copy)
+        if (st == BORA_OK && copy && (any || slots))
             st = slots ? s->ops->copy_in(s->backend, s->states, b * s->param_bytes, block,
                                          s->param_bytes)
                        : s->ops->copy_in(s->backend, s->params, 0, block, s->param_bytes);
@@ -537,6 +571,7 @@ static bora_status read_block(g_store *s, const char *dir, const char *file,
             g_store_params_changed(s); /* even a failed copy may have written some */
     }
     free(block);
+    free(pairs);
     bora_st_close(f);
     return st;
 }
@@ -595,12 +630,12 @@ static bora_status read_record(const char *dir, json_object **rec, json_object *
 
 /* Read (copy 1) or only check (copy 0) a checkpoint's model, and with slots its optimizer
  * state. */
-static bora_status load_dir(g_store *s, const char *const *slots, const char *dir, int copy)
+static bora_status load_dir(g_store *s, bora_ckpt_slots slots, const char *dir, int copy)
 {
     json_object *rec, *digests, *file_digests = NULL;
     bora_status st = read_record(dir, &rec, &digests);
     static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
-    int with_state = slots && slots[0] && s->n_states;
+    int with_state = has_state(s, slots);
     for (int i = 0; i < 1 + with_state && st == BORA_OK; i++) {
         if (digests && (!json_object_object_get_ex(digests, files[i], &file_digests) ||
                         !json_object_is_type(file_digests, json_type_object)))
@@ -621,12 +656,12 @@ bora_status bora_ckpt_load_model(g_store *s, const char *dir)
     return load_dir(s, NULL, dir, 1);
 }
 
-bora_status bora_ckpt_load(g_store *s, const char *const *slots, const char *dir)
+bora_status bora_ckpt_load(g_store *s, bora_ckpt_slots slots, const char *dir)
 {
     return load_dir(s, slots, dir, 1);
 }
 
-bora_status bora_ckpt_verify(g_store *s, const char *const *slots, const char *dir)
+bora_status bora_ckpt_verify(g_store *s, bora_ckpt_slots slots, const char *dir)
 {
     return load_dir(s, slots, dir, 0);
 }

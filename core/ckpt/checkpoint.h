@@ -11,12 +11,17 @@
 
 #include "../graph/graph.h"
 
-/* Save the store's parameters (and its optimizer state, named by slots, NULL-terminated; NULL
- * for none) with trainer_json, a JSON object's text, as step-{step} in run_dir (made if
+/* The optimizer state's names, per parameter: slots[i] lists, NULL-terminated, the names of
+ * parameter i's state blocks (block k of the store's state under slots[i][k]); parameters of
+ * different optimizer groups may have different slots, or none (slots[i] NULL or empty). A
+ * NULL table: no optimizer state. */
+typedef const char *const *const *bora_ckpt_slots;
+
+/* Save the store's parameters (and its optimizer state, named by slots) with trainer_json, a JSON object's text, as step-{step} in run_dir (made if
  * missing); trainer.json gets the object with "digests" added. The path of the new directory
  * goes to dir. A tensor holding a NaN or an infinity is refused, naming it, and nothing is
  * written (a load would refuse it). */
-bora_status bora_ckpt_save(const g_store *s, const char *const *slots, const char *run_dir,
+bora_status bora_ckpt_save(const g_store *s, bora_ckpt_slots slots, const char *run_dir,
                            int64_t step, const char *trainer_json, char *dir, size_t cap);
 
 /* The steps of run_dir's complete checkpoints, ascending (malloc'ed; *n may be 0). A missing
@@ -50,11 +55,10 @@ bora_status bora_ckpt_remove(const char *run_dir, int64_t step);
  * (digests, non-finite values, step, unreadable files) with another status. */
 /* Read parameters from dir/model.safetensors. */
 bora_status bora_ckpt_load_model(g_store *s, const char *dir);
-/* Read parameters and, with slots (NULL-terminated), optimizer state from
- * dir/optimizer.safetensors. */
-bora_status bora_ckpt_load(g_store *s, const char *const *slots, const char *dir);
+/* Read parameters and, with slots, optimizer state from dir/optimizer.safetensors. */
+bora_status bora_ckpt_load(g_store *s, bora_ckpt_slots slots, const char *dir);
 /* Check as bora_ckpt_load does, without changing the store. */
-bora_status bora_ckpt_verify(g_store *s, const char *const *slots, const char *dir);
+bora_status bora_ckpt_verify(g_store *s, bora_ckpt_slots slots, const char *dir);
 
 /* A tensor's digest as trainer.json records it: "xxh3-64:" and 16 hex digits. */
 #define BORA_CKPT_DIGEST_LEN 25

@@ -108,6 +108,13 @@ int bora_parse_bool(const char *s, int *out);
 int bora_parse_duration(const char *s, double *out_s);
 int bora_parse_bytes(const char *s, uint64_t *out);
 
+/* A new map holding base's keys less those named in drop (NULL-terminated; may be NULL) and
+ * those filled in as defaults, with over's keys (less drop) replacing or following them: an
+ * optimizer group's configuration over the optimizer's. Its values are shallow copies, so messages about them name where they were
+ * written; its path is over's. NULL when out of memory. */
+struct bora_config *bora_cfg_overlay(struct bora_config *base, struct bora_config *over,
+                                     const char *const *drop);
+
 /* ---- declared keys and checks ----------------------------------------------------------- */
 
 /* Attach a component's label and declared keys to its subtree. */

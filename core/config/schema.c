@@ -6,6 +6,7 @@
 #include "../util/log.h"
 #include "internal.h"
 
+#include <math.h>
 #include <string.h>
 
 static const bora_key checkpointer_keys[] = {
@@ -130,6 +131,9 @@ static const bora_key optimizer_keys[] = {
     {"min_lr_ratio", BORA_KEY_FLOAT, 0, "0.1", "the rate decay ends at, as a fraction of the peak"},
     {"max_grad_norm", BORA_KEY_FLOAT, 0, "1.0",
      "clip the global gradient norm to this (0 or more); 0 turns clipping off"},
+    {"groups", BORA_KEY_LIST, 0, "[]",
+     "parameter groups, each {match, ndim, no_decay, type, learning_rate, keys of its type}: the "
+     "first a parameter matches updates it, the others go to this optimizer (docs/optimizers.md)"},
     {NULL, 0, 0, NULL, NULL},
 };
 
@@ -250,6 +254,121 @@ static bora_status check_component(bora_config *node, int kind, const bora_regis
     if (fill && bora_cfg_fill_defaults(node, node->schema) != BORA_OK)
         st = BORA_ERR_CONFIG;
     return st;
+}
+
+/* ---- optimizer groups (docs/optimizers.md) ---------------------------------------------- */
+
+/* The optimizer keys a group may not set: the schedule and clipping are the run's. */
+static const char *const run_wide_keys[] = {"lr_schedule",   "warmup", "decay", "min_lr_ratio",
+                                            "max_grad_norm", "groups", NULL};
+
+/* One key of a group, against the selectors, learning_rate and its optimizer's keys. */
+static bora_status check_group_key(bora_config *item, size_t at, const char *path,
+                                   const bora_entry *e)
+{
+    bora_cfg *cfg = item->cfg;
+    const char *key = item->keys[at];
+    bora_config *v = item->values[at];
+    if (!strcmp(key, "type"))
+        return BORA_OK;
+    if (!strcmp(key, "match")) {
+        int ok = v->kind == BORA_NODE_SCALAR && v->text && *v->text;
+        for (size_t i = 0; v->kind == BORA_NODE_LIST && i < v->n; i++)
+            ok = (i == 0 || ok) && v->values[i]->kind == BORA_NODE_SCALAR && v->values[i]->text &&
+                 *v->values[i]->text;
+        if (!ok)
+            return bora_cfg_error(cfg, v,
+                                  "%s.match: expected a glob or a list of globs on parameter "
+                                  "names, such as [\"model.embed_tokens.*\", \"lm_head.*\"]",
+                                  path);
+        return BORA_OK;
+    }
+    if (!strcmp(key, "ndim")) {
+        int64_t n = 0;
+        if (bora_cfg_int(item, "ndim", 0, &n) != BORA_OK)
+            return BORA_ERR_CONFIG;
+        return n >= 0 ? BORA_OK
+                      : bora_cfg_error(cfg, v, "%s.ndim: %lld is not a number of axes (0 or more)",
+                                       path, (long long)n);
+    }
+    if (!strcmp(key, "no_decay")) {
+        int b;
+        return bora_cfg_bool(item, "no_decay", 0, &b);
+    }
+    if (!strcmp(key, "learning_rate")) {
+        double lr = 0;
+        if (bora_cfg_float(item, "learning_rate", 0, &lr) != BORA_OK)
+            return BORA_ERR_CONFIG;
+        return lr >= 0 && isfinite(lr)
+                   ? BORA_OK
+                   : bora_cfg_error(cfg, v, "%s.learning_rate: %g is not a rate (0 or more)", path,
+                                    lr);
+    }
+    for (const char *const *k = run_wide_keys; *k; k++)
+        if (!strcmp(key, *k))
+            return bora_cfg_error(cfg, item->key_nodes[at],
+                                  "%s.%s: the learning-rate schedule and clipping are the run's; "
+                                  "set %s once, under optimizer",
+                                  path, key, key);
+    for (const bora_key *k = e->ops->keys; k && k->name; k++)
+        if (!strcmp(k->name, key)) {
+            bora_key one[2] = {*k, {NULL, 0, 0, NULL, NULL}};
+            return bora_cfg_check_declared(item, one);
+        }
+    char known[512];
+    size_t w = (size_t)snprintf(known, sizeof known, "match, ndim, no_decay, type, learning_rate");
+    for (const bora_key *k = e->ops->keys; k && k->name && w < sizeof known; k++)
+        w += (size_t)snprintf(known + w, sizeof known - w, ", %s", k->name);
+    return bora_cfg_error(cfg, item->key_nodes[at],
+                          "%s.%s: unknown key; a group of optimizer %s takes %s", path, key,
+                          e->ops->name, known);
+}
+
+/* optimizer.groups: each a mapping with at least one selector, a known type (the base's when
+ * not given) and keys its optimizer declares. */
+static bora_status check_groups(bora_config *opt, const bora_registry *reg, const bora_entry *base)
+{
+    bora_config *groups = bora_cfg_child(opt, "groups");
+    if (!groups || groups->kind == BORA_NODE_NULL)
+        return BORA_OK;
+    bora_cfg *cfg = opt->cfg;
+    if (groups->kind != BORA_NODE_LIST)
+        return bora_cfg_error(cfg, groups,
+                              "optimizer.groups: expected a list of groups such as "
+                              "[{ndim: 1, type: adamw}]");
+    bora_status result = BORA_OK;
+    for (size_t i = 0; i < groups->n; i++) {
+        bora_config *item = groups->values[i];
+        char path[64];
+        snprintf(path, sizeof path, "optimizer.groups[%zu]", i);
+        if (item->kind != BORA_NODE_MAP) {
+            result = bora_cfg_error(cfg, item,
+                                    "%s: expected a mapping such as {ndim: 1, type: adamw}", path);
+            continue;
+        }
+        const char *type = base->ops->name;
+        const bora_entry *e = base;
+        if (bora_cfg_string(item, "type", base->ops->name, &type) != BORA_OK)
+            result = BORA_ERR_CONFIG;
+        else if (!(e = bora_registry_find(reg, BORA_KIND_OPTIMIZER, type))) {
+            result = bora_cfg_error(cfg, bora_cfg_child(item, "type"), "%s.type: %s", path,
+                                    bora_error_get());
+            continue;
+        }
+        int selectors = 0;
+        for (size_t k = 0; k < item->n; k++) {
+            selectors += !strcmp(item->keys[k], "match") || !strcmp(item->keys[k], "ndim") ||
+                         !strcmp(item->keys[k], "no_decay");
+            if (check_group_key(item, k, path, e) != BORA_OK)
+                result = BORA_ERR_CONFIG;
+        }
+        if (!selectors)
+            result = bora_cfg_error(cfg, item,
+                                    "%s: no selector; say which parameters the group takes with "
+                                    "match (globs on names), ndim or no_decay",
+                                    path);
+    }
+    return result;
 }
 
 /* A name alone is short for {type: NAME} (`tracker: [sqlite, jsonl]`): the scalar becomes that
@@ -419,6 +538,13 @@ bora_status bora_config_check(bora_cfg *cfg, const bora_registry *reg, int fill)
         if (s->kind) {
             bora_config *node = bora_cfg_child(root, s->name);
             if (node && check_component(node, s->kind, reg, fill) != BORA_OK)
+                result = BORA_ERR_CONFIG;
+            const char *type = NULL;
+            const bora_entry *e = NULL;
+            if (node && s->kind == BORA_KIND_OPTIMIZER && node->kind == BORA_NODE_MAP &&
+                bora_cfg_string(node, "type", NULL, &type) == BORA_OK && type &&
+                (e = bora_registry_find(reg, BORA_KIND_OPTIMIZER, type)) &&
+                check_groups(node, reg, e) != BORA_OK)
                 result = BORA_ERR_CONFIG;
         } else if (check_core_section(root, s, reg, fill) != BORA_OK) {
             result = BORA_ERR_CONFIG;

@@ -428,3 +428,37 @@ void bora_cfg_write_json(const bora_config *n, FILE *out)
     else
         bora_json_string(out, n->text);
 }
+
+bora_config *bora_cfg_overlay(bora_config *base, bora_config *over, const char *const *drop)
+{
+    bora_cfg *cfg = over->cfg;
+    bora_config *m = cfg_node(cfg, BORA_NODE_MAP, over->origin, over->line, over->col);
+    if (!m)
+        return NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        const bora_config *src = pass ? over : base;
+        for (size_t i = 0; src && src->kind == BORA_NODE_MAP && i < src->n; i++) {
+            const char *key = src->keys[i];
+            /* a default filled into base is base's optimizer's, not one written for the group */
+            int skip =
+                !pass && (cfg_map_find(over, key) >= 0 ||
+                          (src->values[i]->origin && !strcmp(src->values[i]->origin, "default")));
+            for (const char *const *d = drop; d && *d && !skip; d++)
+                skip = !strcmp(*d, key);
+            bora_config *v = skip ? NULL : cfg_node(cfg, BORA_NODE_NULL, NULL, 0, 0);
+            if (skip)
+                continue;
+            if (!v)
+                return NULL;
+            *v = *src->values[i]; /* a shallow copy: its children stay where they were */
+            v->asked = NULL;
+            v->n_asked = v->cap_asked = 0;
+            if (cfg_map_put(m, key, src->key_nodes[i], v))
+                return NULL;
+        }
+    }
+    m->parent = over->parent; /* paths read as the group's: optimizer.groups[0].beta1 */
+    m->key = over->key;
+    m->index = over->index;
+    return m;
+}

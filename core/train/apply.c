@@ -1,7 +1,7 @@
 /* core/train/apply.c — the apply graph (docs/design.md §5): the global gradient norm from f64
  * partials summed in parameter order, the clipping factor kept on the device
- * (max / max(norm, max), written with relu), the optimizer's update per parameter, and the
- * gradients zeroed for the next step. */
+ * (max / max(norm, max), written with relu), each parameter's update by its optimizer group's
+ * instance (docs/optimizers.md), and the gradients zeroed for the next step. */
 #include "apply.h"
 
 #include "../util/log.h"
@@ -9,40 +9,98 @@
 #include <stdlib.h>
 #include <string.h>
 
+static size_t count_names(const char *const *names)
+{
+    size_t n = 0;
+    while (names && names[n])
+        n++;
+    return n;
+}
+
 bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora_optimizer *opt,
                              double max_grad_norm, bora_apply *out)
 {
+    bora_apply_group one = {ops, opt, 1.0};
+    return bora_apply_build_groups(store, 1, &one, NULL, max_grad_norm, out);
+}
+
+/* Each group's scalar inputs: group 0's under the optimizer's names, group k's as "gK/name". */
+static bora_status name_scalars(bora_apply *out)
+{
+    for (size_t k = 0; k < out->n_groups; k++) {
+        const bora_optimizer_ops *ops = out->groups[k].ops;
+        size_t n = count_names(ops->scalars);
+        out->n_scalars[k] = n;
+        if (n > 16 || count_names(ops->slots) > 8)
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "optimizer '%s' asks for too many scalars or state slots",
+                                  ops->hdr.name);
+        if (!(out->scalar_names[k] = calloc(n + 1, sizeof *out->scalar_names[k])))
+            return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            size_t len = strlen(ops->scalars[i]) + 32;
+            if (!(out->scalar_names[k][i] = malloc(len)))
+                return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+            if (k)
+                snprintf(out->scalar_names[k][i], len, "g%zu/%s", k, ops->scalars[i]);
+            else
+                snprintf(out->scalar_names[k][i], len, "%s", ops->scalars[i]);
+        }
+    }
+    return BORA_OK;
+}
+
+bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_apply_group *groups,
+                                    const size_t *group_of, double max_grad_norm, bora_apply *out)
+{
     memset(out, 0, sizeof *out);
-    size_t n_slots = 0, n_scalars = 0;
-    while (ops->slots && ops->slots[n_slots])
-        n_slots++;
-    while (ops->scalars && ops->scalars[n_scalars])
-        n_scalars++;
-    if (n_scalars > 16 || n_slots > 8)
-        return bora_error_set(BORA_ERR_INVALID,
-                              "optimizer '%s' asks for too many scalars or "
-                              "state slots",
-                              ops->hdr.name);
+    size_t n = store->n_slots, n_slots = 0;
+    out->n_groups = n_groups;
+    out->groups = calloc(n_groups ? n_groups : 1, sizeof *out->groups);
+    out->n_scalars = calloc(n_groups ? n_groups : 1, sizeof *out->n_scalars);
+    out->scalar_names = calloc(n_groups ? n_groups : 1, sizeof *out->scalar_names);
+    out->slots = calloc(n ? n : 1, sizeof *out->slots);
+    if (!out->groups || !out->n_scalars || !out->scalar_names || !out->slots) {
+        bora_apply_free(out);
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    }
+    if (n_groups)
+        memcpy(out->groups, groups, n_groups * sizeof *groups);
+    out->ops = groups[0].ops;
+    out->opt = groups[0].opt;
+    bora_status named = name_scalars(out);
+    if (named != BORA_OK) {
+        bora_apply_free(out);
+        return named;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t k = group_of ? group_of[i] : 0;
+        size_t m = count_names(groups[k].ops->slots);
+        out->slots[i] = groups[k].ops->slots;
+        n_slots = m > n_slots ? m : n_slots;
+    }
     store->n_states = n_slots;
     g_graph *g = g_graph_new(store, BORA_MODE_APPLY);
-    if (!g)
+    if (!g) {
+        bora_apply_free(out);
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    }
     bora_graph *gp = &g->pub;
     const bora_graph_api *A = gp->api;
     out->g = g;
-    out->ops = ops;
-    out->opt = opt;
-    out->n_scalars = n_scalars;
-    gval *scalars[16];
-    for (size_t i = 0; i < n_scalars; i++)
-        scalars[i] = A->input(gp, ops->scalars[i], BORA_DTYPE_F32, 0, NULL);
+    gval **scalars = calloc(n_groups * 16 + 1, sizeof *scalars);
+    if (!scalars)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < n_groups; k++)
+        for (size_t i = 0; i < out->n_scalars[k]; i++)
+            scalars[16 * k + i] = A->input(gp, out->scalar_names[k][i], BORA_DTYPE_F32, 0, NULL);
 
     /* Every parameter and its gradient; the squared norm in f64, in parameter order. */
-    size_t n = store->n_slots;
     gval **params = calloc(n ? n : 1, sizeof *params), **grads = calloc(n ? n : 1, sizeof *grads);
     if (!params || !grads) {
         free(params);
         free(grads);
+        free(scalars);
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     }
     gval *total = NULL;
@@ -72,20 +130,23 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
     /* the factor cast once per dtype: each parameter's update is then the same chain of
      * elementwise ops, run together as one multi-tensor pass */
     gval *scale_as[BORA_DTYPE_U8 + 1] = {0};
-    for (size_t j = 0; j < 2 * n && !g->status; j++) {
-        /* the parameters with weight decay first, then the others: two groups */
-        size_t i = j % n;
+    for (size_t j = 0; j < 2 * n * n_groups && !g->status; j++) {
+        /* group by group, the parameters with weight decay first, then the others: each run
+         * the same chain of ops */
+        size_t k = j / (2 * n), i = j % n;
+        int first = j % (2 * n) < n;
         const g_slot *s = &store->slots[i];
-        if (!(s->flags & BORA_PARAM_NO_DECAY) != (j < n))
+        if ((group_of ? group_of[i] : 0) != k || (!(s->flags & BORA_PARAM_NO_DECAY)) != first)
             continue;
+        const bora_optimizer_ops *ops = groups[k].ops;
         gval *gr = grads[i];
         if (scale)
             gr = bora_mul(gp, gr,
                           scale_as[s->dtype] ? scale_as[s->dtype]
                                              : (scale_as[s->dtype] = A->cast(gp, scale, s->dtype)));
         gval *state[8];
-        for (size_t k = 0; k < n_slots; k++)
-            state[k] = g_state_leaf(g, (long)i, (int)k);
+        for (size_t b = 0; b < count_names(ops->slots); b++)
+            state[b] = g_state_leaf(g, (long)i, (int)b);
         int64_t elements = 1;
         for (int d = 0; d < s->ndim; d++)
             elements *= s->dims[d];
@@ -96,11 +157,13 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
                                params[i],
                                gr,
                                state,
-                               scalars,
+                               scalars + 16 * k,
                                tr_metrics_report,
                                &out->reporter};
-        if (ops->build_update(opt, gp, &u) != BORA_OK) {
-            if (!g->status)
+        if (ops->build_update(groups[k].opt, gp, &u) != BORA_OK) {
+            if (!g->status && k)
+                g_fail(g, "optimizer.groups[%zu] (%s): %s", k - 1, ops->hdr.name, bora_error_get());
+            else if (!g->status)
                 g_fail(g, "optimizer '%s': %s", ops->hdr.name, bora_error_get());
             break;
         }
@@ -112,10 +175,11 @@ bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora
         A->assign(gp, grads[i], g_fill(g, grads[i], 0.0));
     free(params);
     free(grads);
+    free(scalars);
     if (norm && norm->base != norm)
         norm = A->contiguous(gp, norm);
     out->grad_norm = norm;
-    /* the optimizer's metrics, if it reported any, after the norm in one f64 vector */
+    /* the optimizers' metrics, if they reported any, after the norm in one f64 vector */
     g->output = norm ? tr_metrics_output(g, &out->metrics, norm) : NULL;
     if (g->output && g->output->base != g->output)
         g->output = A->contiguous(gp, g->output);
@@ -128,14 +192,18 @@ bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad
                             bora_metric *metrics, size_t *n_metrics)
 {
     *n_metrics = 0;
-    double values[16];
-    if (a->ops->step_scalars && a->ops->step_scalars(a->opt, step, lr, values) != BORA_OK)
-        return BORA_ERR_INVALID;
-    for (size_t i = 0; i < a->n_scalars; i++) {
-        float v = (float)values[i];
-        bora_status st = g_set_input(a->g, a->ops->scalars[i], &v, sizeof v);
-        if (st != BORA_OK)
-            return st;
+    for (size_t k = 0; k < a->n_groups; k++) {
+        const bora_apply_group *gr = &a->groups[k];
+        double values[16];
+        if (gr->ops->step_scalars &&
+            gr->ops->step_scalars(gr->opt, step, lr * gr->lr_scale, values) != BORA_OK)
+            return BORA_ERR_INVALID;
+        for (size_t i = 0; i < a->n_scalars[k]; i++) {
+            float v = (float)values[i];
+            bora_status st = g_set_input(a->g, a->scalar_names[k][i], &v, sizeof v);
+            if (st != BORA_OK)
+                return st;
+        }
     }
     bora_status st = g_run(a->g);
     double sums[TR_MAX_METRICS + 1];
@@ -152,5 +220,14 @@ bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad
 void bora_apply_free(bora_apply *a)
 {
     g_graph_free(a->g);
+    for (size_t k = 0; a->scalar_names && k < a->n_groups; k++) {
+        for (size_t i = 0; a->scalar_names[k] && a->scalar_names[k][i]; i++)
+            free(a->scalar_names[k][i]);
+        free(a->scalar_names[k]);
+    }
+    free(a->scalar_names);
+    free(a->n_scalars);
+    free(a->groups);
+    free(a->slots);
     memset(a, 0, sizeof *a);
 }

@@ -8,22 +8,40 @@
 
 #include <bora/optimizer.h>
 
-typedef struct bora_apply {
-    g_graph *g;
-    gval *grad_norm; /* 0-d f64: the global norm before clipping */
+/* One optimizer instance of the apply graph: the base optimizer, or a group's (optimizer.groups,
+ * docs/optimizers.md). */
+typedef struct bora_apply_group {
     const bora_optimizer_ops *ops;
     bora_optimizer *opt;
-    size_t n_scalars;
-    tr_metrics metrics; /* what the optimizer reported (bora_optimizer_ops.metrics) */
+    double lr_scale; /* its learning rate over the schedule's (1 for the base) */
+} bora_apply_group;
+
+typedef struct bora_apply {
+    g_graph *g;
+    gval *grad_norm;               /* 0-d f64: the global norm before clipping */
+    const bora_optimizer_ops *ops; /* group 0's */
+    bora_optimizer *opt;
+    size_t n_groups;
+    bora_apply_group *groups;
+    size_t *n_scalars;         /* per group */
+    char ***scalar_names;      /* per group: its inputs' names ("lr"; a group k >= 1: "g1/lr") */
+    const char *const **slots; /* per parameter: its group's slot names (for checkpoints) */
+    tr_metrics metrics;        /* what the optimizers reported (bora_optimizer_ops.metrics) */
     tr_reporter reporter;
 } bora_apply;
 
 /* Build the apply graph over every parameter of the store (before it is materialized; sets the
- * store's number of state slots). max_grad_norm <= 0 turns clipping off. */
+ * store's number of state slots, the most any group has). Parameter i is updated by group
+ * group_of[i] (NULL: every parameter by group 0), with the parameters of one group in one run of
+ * updates. max_grad_norm <= 0 turns clipping off. */
+bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_apply_group *groups,
+                                    const size_t *group_of, double max_grad_norm, bora_apply *out);
+/* One optimizer for every parameter. */
 bora_status bora_apply_build(g_store *store, const bora_optimizer_ops *ops, bora_optimizer *opt,
                              double max_grad_norm, bora_apply *out);
-/* One optimizer step (1-based) at learning rate lr; *grad_norm gets the norm before clipping,
- * metrics (room for TR_MAX_METRICS) the optimizer's metrics and *n_metrics their count. */
+/* One optimizer step (1-based) at learning rate lr (each group at lr times its lr_scale);
+ * *grad_norm gets the norm before clipping, metrics (room for TR_MAX_METRICS) the optimizers'
+ * metrics and *n_metrics their count. */
 bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad_norm,
                             bora_metric *metrics, size_t *n_metrics);
 void bora_apply_free(bora_apply *a);

@@ -14,7 +14,8 @@
 /* Philox's stream for Hutchinson's z, apart from parameter initialisation's. */
 #define Z_STREAM 0x487574636869ull /* "Hutchi" */
 
-int bora_hessian_wanted(const bora_optimizer_ops *ops, bora_optimizer *opt, bora_hessian_spec *spec)
+/* One optimizer's wish: 1 with *spec filled, 0 for none, -1 (error set) for a bad one. */
+static int wanted(const bora_optimizer_ops *ops, bora_optimizer *opt, bora_hessian_spec *spec)
 {
     memset(spec, 0, sizeof *spec);
     spec->struct_size = sizeof *spec;
@@ -38,6 +39,36 @@ int bora_hessian_wanted(const bora_optimizer_ops *ops, bora_optimizer *opt, bora
         return -1;
     }
     return 1;
+}
+
+int bora_hessian_wanted(const bora_apply *a, bora_hessian_spec *spec, unsigned char *wants)
+{
+    int any = 0;
+    size_t first = 0;
+    for (size_t k = 0; k < a->n_groups; k++) {
+        bora_hessian_spec sk;
+        int w = wanted(a->groups[k].ops, a->groups[k].opt, &sk);
+        if (w < 0)
+            return -1;
+        wants[k] = (unsigned char)w;
+        if (!w)
+            continue;
+        if (!any) {
+            *spec = sk;
+            first = k;
+            any = 1;
+        } else if (sk.kind != spec->kind || sk.interval != spec->interval ||
+                   sk.micro_batches != spec->micro_batches) {
+            bora_error_set(BORA_ERR_CONFIG,
+                           "%s%zu and %s%zu ask for different Hessian estimates (kind, "
+                           "update_interval or hessian_micro_batches): one estimate serves "
+                           "every group",
+                           first ? "optimizer.groups[" : "the base optimizer",
+                           first ? first - 1 : 0, "optimizer.groups[", k - 1);
+            return -1;
+        }
+    }
+    return any;
 }
 
 /* The estimate's graph: the model's loss, then H·z (Hutchinson) or the gradient at sampled
@@ -72,26 +103,33 @@ static bora_status build_estimate(bora_hessian *h, const bora_model_ops *mops, b
                          : bora_error_set(st, "the Hessian estimate's graph: %s", g->error);
 }
 
-/* The fold: each parameter's estimate from the hvp (and tangent) blocks, handed to the
- * optimizer's build_hessian_update; the estimate's norm is the graph's output. */
-static bora_status build_fold(bora_hessian *h)
+/* The fold: each parameter's estimate from the hvp (and tangent) blocks, handed to its group's
+ * build_hessian_update where that group asked for it; the estimate's norm (over those
+ * parameters) is the graph's output. */
+static bora_status build_fold(bora_hessian *h, const size_t *group_of)
 {
     g_store *store = h->store;
+    const bora_apply *a = h->apply;
     g_graph *g = g_graph_new(store, BORA_MODE_APPLY);
     if (!g)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     h->fold = g;
     bora_graph *gp = &g->pub;
     const bora_graph_api *A = gp->api;
-    const bora_optimizer_ops *ops = h->ops;
-    gval *scalars[16];
-    for (size_t i = 0; i < h->n_scalars; i++)
-        scalars[i] = A->input(gp, ops->scalars[i], BORA_DTYPE_F32, 0, NULL);
+    gval **scalars = calloc(a->n_groups * 16 + 1, sizeof *scalars);
+    if (!scalars)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < a->n_groups; k++)
+        for (size_t i = 0; h->wants[k] && i < a->n_scalars[k]; i++)
+            scalars[16 * k + i] = A->input(gp, a->scalar_names[k][i], BORA_DTYPE_F32, 0, NULL);
     int gnb = h->spec.kind == BORA_HESSIAN_GNB;
     gval *tokens = gnb ? A->input(gp, "hessian_tokens", BORA_DTYPE_F32, 0, NULL) : NULL;
     gval *total = NULL;
-    size_t n_slots = store->n_states;
     for (size_t i = 0; i < store->n_slots && !g->status; i++) {
+        size_t k = group_of ? group_of[i] : 0;
+        if (!h->wants[k])
+            continue;
+        const bora_optimizer_ops *ops = a->groups[k].ops;
         const g_slot *s = &store->slots[i];
         bora_axis axes[BORA_MAX_DIMS];
         int64_t elements = 1;
@@ -109,25 +147,35 @@ static bora_status build_fold(bora_hessian *h)
         gval *sq = A->reduce(gp, BORA_OP_SUM, bora_mul(gp, est, est), s->ndim, s->names);
         sq = sq && sq->dtype != BORA_DTYPE_F64 ? A->cast(gp, sq, BORA_DTYPE_F64) : sq;
         total = total ? bora_add(gp, total, sq) : sq;
-        gval *state[8];
-        for (size_t k = 0; k < n_slots && k < 8; k++)
-            state[k] = g_state_leaf(g, (long)i, (int)k);
-        h->reporter = (tr_reporter){&h->metrics, ops, elements};
-        bora_param_update u = {sizeof u,    !(s->flags & BORA_PARAM_NO_DECAY),
-                               s->name,     param,
-                               est,         state,
-                               scalars,     tr_metrics_report,
-                               &h->reporter};
         if (!param || !est || !sq)
             break;
-        if (ops->build_hessian_update(h->opt, gp, &u) != BORA_OK) {
-            if (!g->status)
+        gval *state[8];
+        size_t n_slots = 0;
+        while (ops->slots && ops->slots[n_slots] && n_slots < 8)
+            n_slots++;
+        for (size_t b = 0; b < n_slots; b++)
+            state[b] = g_state_leaf(g, (long)i, (int)b);
+        h->reporter = (tr_reporter){&h->metrics, ops, elements};
+        bora_param_update u = {sizeof u,
+                               !(s->flags & BORA_PARAM_NO_DECAY),
+                               s->name,
+                               param,
+                               est,
+                               state,
+                               scalars + 16 * k,
+                               tr_metrics_report,
+                               &h->reporter};
+        if (ops->build_hessian_update(a->groups[k].opt, gp, &u) != BORA_OK) {
+            if (!g->status && k)
+                g_fail(g, "optimizer.groups[%zu] (%s): %s", k - 1, ops->hdr.name, bora_error_get());
+            else if (!g->status)
                 g_fail(g, "optimizer '%s': %s", ops->hdr.name, bora_error_get());
             break;
         }
     }
+    free(scalars);
     if (!total && !g->status)
-        g_fail(g, "the model has no parameters");
+        g_fail(g, "no parameter takes the Hessian estimate");
     gval *norm = total ? A->unary(gp, BORA_OP_SQRT, total) : NULL;
     g->output = norm ? tr_metrics_output(g, &h->metrics, norm) : NULL;
     if (g->output && g->output->base != g->output)
@@ -138,20 +186,22 @@ static bora_status build_fold(bora_hessian *h)
 }
 
 bora_status bora_hessian_build(bora_hessian *h, g_store *store, const bora_model_ops *mops,
-                               bora_model *model, int64_t micro, const bora_optimizer_ops *ops,
-                               bora_optimizer *opt, const bora_hessian_spec *spec)
+                               bora_model *model, int64_t micro, const bora_apply *a,
+                               const size_t *group_of, const unsigned char *wants,
+                               const bora_hessian_spec *spec)
 {
     memset(h, 0, sizeof *h);
     h->spec = *spec;
     h->store = store;
-    h->ops = ops;
-    h->opt = opt;
-    while (ops->scalars && ops->scalars[h->n_scalars])
-        h->n_scalars++;
+    h->apply = a;
+    h->wants = malloc(a->n_groups ? a->n_groups : 1);
+    if (!h->wants)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    memcpy(h->wants, wants, a->n_groups);
     g_store_hessian(store);
     bora_status st = build_estimate(h, mops, model, micro);
     if (st == BORA_OK)
-        st = build_fold(h);
+        st = build_fold(h, group_of);
     return st;
 }
 
@@ -239,13 +289,20 @@ bora_status bora_hessian_step(bora_hessian *h, int64_t step, double lr, const in
     if (st != BORA_OK)
         return bora_error_set(st, "step %lld: the Hessian estimate: %s", (long long)step,
                               g->status ? g->error : bora_error_get());
-    double values[16];
     g = h->fold;
-    if (h->ops->step_scalars && h->ops->step_scalars(h->opt, step, lr, values) != BORA_OK)
-        return BORA_ERR_INVALID;
-    for (size_t i = 0; i < h->n_scalars && st == BORA_OK; i++) {
-        float v = (float)values[i];
-        st = g_set_input(g, h->ops->scalars[i], &v, sizeof v);
+    const bora_apply *a = h->apply;
+    for (size_t k = 0; k < a->n_groups && st == BORA_OK; k++) {
+        double values[16];
+        if (!h->wants[k])
+            continue;
+        const bora_apply_group *gr = &a->groups[k];
+        if (gr->ops->step_scalars &&
+            gr->ops->step_scalars(gr->opt, step, lr * gr->lr_scale, values) != BORA_OK)
+            return BORA_ERR_INVALID;
+        for (size_t i = 0; i < a->n_scalars[k] && st == BORA_OK; i++) {
+            float v = (float)values[i];
+            st = g_set_input(g, a->scalar_names[k][i], &v, sizeof v);
+        }
     }
     if (st == BORA_OK && h->spec.kind == BORA_HESSIAN_GNB) {
         float b = (float)count;
@@ -272,5 +329,6 @@ void bora_hessian_free(bora_hessian *h)
     g_graph_free(h->est);
     g_graph_free(h->fold);
     free(h->z);
+    free(h->wants);
     memset(h, 0, sizeof *h);
 }

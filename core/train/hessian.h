@@ -14,6 +14,7 @@
 #define BORA_CORE_TRAIN_HESSIAN_H
 
 #include "../graph/graph.h"
+#include "apply.h"
 #include "metrics.h"
 
 #include <bora/model.h>
@@ -23,9 +24,8 @@ typedef struct bora_hessian {
     bora_hessian_spec spec;
     g_store *store;
     g_graph *est, *fold;
-    const bora_optimizer_ops *ops;
-    bora_optimizer *opt;
-    size_t n_scalars;
+    const bora_apply *apply; /* the optimizer groups, their step inputs' names */
+    unsigned char *wants;    /* per group: it asked for the estimate */
     tr_metrics metrics;
     tr_reporter reporter;
     int64_t seq_len;
@@ -34,20 +34,23 @@ typedef struct bora_hessian {
     double tokens; /* loss tokens the last estimate read */
 } bora_hessian;
 
-/* The optimizer's wish: 1 with *spec filled when it wants an estimate, 0 when not, -1 (error
- * set) for a spec that cannot be honoured. */
-int bora_hessian_wanted(const bora_optimizer_ops *ops, bora_optimizer *opt,
-                        bora_hessian_spec *spec);
+/* What the apply graph's optimizers ask for: 1 with *spec filled and wants[k] set for each group
+ * that asked (room for a->n_groups), 0 when none does, -1 (error set) for a wish that cannot be
+ * honoured (groups asking for different estimates among them). */
+int bora_hessian_wanted(const bora_apply *a, bora_hessian_spec *spec, unsigned char *wants);
 /* Build the estimate and fold graphs (before the store is materialized; asks the store for its
- * tangent and hvp blocks). micro: sequences per micro-batch. */
+ * tangent and hvp blocks). micro: sequences per micro-batch; group_of: each parameter's group
+ * (NULL: group 0); wants as bora_hessian_wanted filled it (copied). */
 bora_status bora_hessian_build(bora_hessian *h, g_store *store, const bora_model_ops *mops,
-                               bora_model *model, int64_t micro, const bora_optimizer_ops *ops,
-                               bora_optimizer *opt, const bora_hessian_spec *spec);
+                               bora_model *model, int64_t micro, const bora_apply *a,
+                               const size_t *group_of, const unsigned char *wants,
+                               const bora_hessian_spec *spec);
 /* Whether step (1-based) is an estimate step. */
 int bora_hessian_due(const bora_hessian *h, int64_t step);
 /* The estimate at step: over the first micro-batches of the step's rows (n_micro of micro rows of
- * seq_len tokens each), then folded into the optimizer's state at learning rate lr. The
- * metrics the fold reported, if any, go to out (at most TR_MAX_METRICS), their count to *n_out. */
+ * seq_len tokens each), then folded into the optimizers' state at learning rate lr (each group
+ * at its share). The metrics the fold reported go to out (at most TR_MAX_METRICS + 1), their
+ * count to *n_out. */
 bora_status bora_hessian_step(bora_hessian *h, int64_t step, double lr, const int32_t *ids,
                               const int32_t *targets, const int32_t *segs, int64_t micro,
                               int64_t n_micro, bora_metric *out, size_t *n_out);

@@ -10,6 +10,7 @@
 #include "../plugin/registry.h"
 #include "apply.h"
 #include "eval.h"
+#include "groups.h"
 #include "hessian.h"
 #include "schedule.h"
 #include "tracklog.h"
@@ -39,6 +40,7 @@ typedef struct trainer {
     bora_backend *be;
     bora_model *model;
     bora_optimizer *opt;
+    bora_opt_groups groups; /* optimizer.groups: who updates which parameter */
     g_store *store;
     g_graph *train;
     bora_eval *eval; /* when there is a validation set */

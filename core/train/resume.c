@@ -118,7 +118,21 @@ bora_status tr_make_record(trainer *t)
     plugin_line(buf, sizeof buf, t->model_entry);
     tr_json_kv(f, "model_plugin", buf, 1);
     plugin_line(buf, sizeof buf, t->opt_entry);
-    tr_json_kv(f, "optimizer_plugin", buf, 0);
+    tr_json_kv(f, "optimizer_plugin", buf, t->groups.n > 1);
+    if (t->groups.n > 1) {
+        /* which parameters each group took: a change of the model's names or of the groups'
+         * selectors shows here */
+        fputs("\"optimizer_groups\": [", f);
+        for (size_t k = 1; k < t->groups.n; k++) {
+            char line[1400];
+            plugin_line(buf, sizeof buf, t->groups.g[k].entry);
+            snprintf(line, sizeof line, "groups[%zu]: %s for %zu parameters (%s)", k - 1,
+                     t->groups.g[k].entry->ops->name, t->groups.g[k].n_params, buf);
+            bora_json_string(f, line);
+            fputs(k + 1 < t->groups.n ? ", " : "", f);
+        }
+        fputs("]", f);
+    }
     fputs("}", f);
     if (fclose(f) != 0 || !text) {
         free(text);
@@ -221,7 +235,7 @@ static int ignorable(const char *path)
                                        NULL};
     for (const char *const *k = keys; *k; k++) {
         size_t n = strlen(*k);
-        if (!strncmp(path, *k, n) && (path[n] == 0 || path[n] == '.'))
+        if (!strncmp(path, *k, n) && (path[n] == 0 || path[n] == '.' || path[n] == '['))
             return 1;
     }
     return 0;
@@ -250,7 +264,23 @@ static void diff_json(json_object *a, json_object *b, const char *path, FILE *ou
         }
         return;
     }
+    if (json_object_is_type(a, json_type_array) && json_object_is_type(b, json_type_array) &&
+        json_object_array_length(a) == json_object_array_length(b)) {
+        /* item by item: a changed key of optimizer.groups[1] is named as such */
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+            char sub[512];
+            snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+            diff_json(json_object_array_get_idx(a, i), json_object_array_get_idx(b, i), sub, out,
+                      n);
+        }
+        return;
+    }
     if (json_object_equal(a, b) || ignorable(path))
+        return;
+    /* a key newer than the checkpoint, at a value that changes nothing (optimizer.groups: []) */
+    if (!a && b &&
+        (json_object_is_type(b, json_type_null) ||
+         (json_object_is_type(b, json_type_array) && !json_object_array_length(b))))
         return;
     if (++*n <= 8)
         fprintf(out, "\n  %s: %s then, %s now", path,
@@ -337,7 +367,6 @@ static int temporary(const trainer *t, int64_t step)
 
 bora_status tr_save(trainer *t, int64_t step)
 {
-    const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
     char dir[4200];
     /* Every metric up to this step is made durable first: a run resumed from this checkpoint
      * will not log these steps again. */
@@ -357,7 +386,7 @@ bora_status tr_save(trainer *t, int64_t step)
     t0 = bora_now_s();
     printf("checkpoint: saving step %" PRId64 " to %s/step-%" PRId64 "\n", step, t->run_dir, step);
     fflush(stdout);
-    st = bora_ckpt_save(t->store, oops->slots, t->run_dir, step, json, dir, sizeof dir);
+    st = bora_ckpt_save(t->store, t->apply.slots, t->run_dir, step, json, dir, sizeof dir);
     free(json);
     if (st != BORA_OK) {
         /* The previous checkpoints stay: none is removed before a save succeeds. */
@@ -421,7 +450,6 @@ bora_status tr_restore(trainer *t, int64_t *start)
     bora_status st = bora_ckpt_list(t->run_dir, &steps, &n);
     if (st != BORA_OK)
         return st;
-    const bora_optimizer_ops *oops = (const bora_optimizer_ops *)t->opt_entry->ops;
     if (n) {
         char dir[4200];
         int64_t step = 0;
@@ -433,7 +461,7 @@ bora_status tr_restore(trainer *t, int64_t *start)
         }
         st = check_resume(t, dir, &step, &differs);
         if (st == BORA_OK)
-            st = bora_ckpt_load(t->store, oops->slots, dir);
+            st = bora_ckpt_load(t->store, t->apply.slots, dir);
         if (st != BORA_OK && differs) {
             free(steps);
             return st; /* the differences are listed; an earlier checkpoint would differ too */
@@ -455,7 +483,7 @@ bora_status tr_restore(trainer *t, int64_t *start)
             snprintf(why, sizeof why, "%s", bora_error_get());
             for (size_t i = n - 1; i-- > 0 && !*good;) {
                 snprintf(good, sizeof good, "%s/step-%" PRId64, t->run_dir, steps[i]);
-                if (bora_ckpt_verify(t->store, oops->slots, good) != BORA_OK)
+                if (bora_ckpt_verify(t->store, t->apply.slots, good) != BORA_OK)
                     *good = 0;
                 else
                     g = i;
@@ -493,7 +521,7 @@ bora_status tr_restore(trainer *t, int64_t *start)
             }
             snprintf(dir, sizeof dir, "%s", good);
             if ((st = check_resume(t, dir, &step, &differs)) == BORA_OK &&
-                (st = bora_ckpt_load(t->store, oops->slots, dir)) != BORA_OK)
+                (st = bora_ckpt_load(t->store, t->apply.slots, dir)) != BORA_OK)
                 st = bora_error_set(st, "cannot resume from %s: %s", dir, bora_error_get());
             if (st != BORA_OK) {
                 free(steps);

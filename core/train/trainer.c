@@ -257,28 +257,34 @@ static bora_status build(trainer *t, bora_config *root)
     t->train->output = loss;
     if (g_autodiff(t->train, loss) != BORA_OK || g_finalize(t->train) != BORA_OK)
         return graph_error(t, root, t->train->error);
-    if (bora_apply_build(t->store, oops, t->opt, t->max_grad_norm, &t->apply) != BORA_OK)
-        return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
-                              bora_error_get());
-    t->apply_built = 1;
+    if (bora_opt_groups_make(bora_cfg_child(root, "optimizer"), t->reg, t->opt_entry, t->opt,
+                             t->sched.peak, t->store, &t->groups) != BORA_OK)
+        return BORA_ERR_CONFIG;
+    t->apply_built = 1; /* freed whatever the build's outcome */
+    if (bora_apply_build_groups(t->store, t->groups.n, t->groups.apply, t->groups.group_of,
+                                t->max_grad_norm, &t->apply) != BORA_OK)
+        return BORA_ERR_INVALID; /* the message names the optimizer or group */
     bora_hessian_spec hs;
-    int want = bora_hessian_wanted(oops, t->opt, &hs);
-    if (want < 0)
-        return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
-                              bora_error_get());
-    if (want) {
-        if (bora_hessian_build(&t->hess, t->store, mops, t->model, t->micro, oops, t->opt, &hs) !=
-            BORA_OK)
-            return bora_error_set(BORA_ERR_INVALID, "optimizer %s: %s", t->opt_entry->ops->name,
-                                  bora_error_get());
-        t->hess_built = 1;
+    unsigned char *wants = calloc(t->apply.n_groups ? t->apply.n_groups : 1, 1);
+    if (!wants)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    int want = bora_hessian_wanted(&t->apply, &hs, wants);
+    bora_status hst = want < 0 ? BORA_ERR_INVALID : BORA_OK;
+    if (want > 0) {
+        t->hess_built = 1; /* freed whatever the build's outcome */
+        hst = bora_hessian_build(&t->hess, t->store, mops, t->model, t->micro, &t->apply,
+                                 t->groups.group_of, wants, &hs);
+    }
+    free(wants);
+    if (hst != BORA_OK)
+        return bora_error_set(hst, "optimizer %s: %s", t->opt_entry->ops->name, bora_error_get());
+    if (want > 0) {
         int64_t n_micro = t->batch / t->micro;
         int64_t used =
             hs.micro_batches > 0 && hs.micro_batches < n_micro ? hs.micro_batches : n_micro;
-        printf("hessian: %s's %s estimate every %lld step%s, over %lld of the step's %lld "
+        printf("hessian: the %s estimate every %lld step%s, over %lld of the step's %lld "
                "micro-batch%s\n",
-               t->opt_entry->ops->name,
-               hs.kind == BORA_HESSIAN_GNB ? "Gauss-Newton-Bartlett" : "Hutchinson",
+               hs.kind == BORA_HESSIAN_GNB ? "Gauss-Newton-Bartlett (B·ĝ⊙ĝ)" : "Hutchinson (z⊙Hz)",
                (long long)hs.interval, hs.interval == 1 ? "" : "s", (long long)used,
                (long long)n_micro, n_micro == 1 ? "" : "es");
     }
@@ -646,6 +652,7 @@ void tr_teardown(trainer *t)
     bora_loader_free(t->val);
     g_graph_free(t->train);
     g_store_free(t->store);
+    bora_opt_groups_free(&t->groups);
     if (t->opt)
         ((const bora_optimizer_ops *)t->opt_entry->ops)->destroy(t->opt);
     if (t->model)
@@ -693,6 +700,11 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     printf("model %s: %zu parameters in %zu tensors; optimizer %s; backend %s\n",
            t.model_entry->ops->name, values, t.store->n_slots, t.opt_entry->ops->name,
            t.be_entry->ops->name);
+    if (t.groups.n > 1) {
+        char who[1024];
+        bora_opt_groups_summary(&t.groups, who, sizeof who);
+        printf("optimizer: %s\n", who);
+    }
     if (t.mp.compute == BORA_DTYPE_BF16) {
         char desc[512] = "";
         const bora_backend_ops *bops = (const bora_backend_ops *)t.be_entry->ops;

@@ -6,9 +6,11 @@ and a loss at every step bitwise equal to a run never interrupted.
 With MP (trainer.mp, say p=f32,c=bf16) the runs use that precision: under c=bf16 the resumed
 run must multiply bf16 copies of the checkpoint's weights, not of the initial ones.
 
-With MODEL (a YAML flow mapping) the runs train that model instead of the small GPT-2.
+With MODEL (a YAML flow mapping; "" for the default) the runs train that model instead of the small GPT-2, and with
+OPTIMIZER (one too, "" for the default) under that optimizer section instead of AdamW's (Lion;
+Muon with AdamW groups): the final optimizer.safetensors must be the same bits too.
 
-usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL]]
+usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL [OPTIMIZER]]]
        (BORA_KILL_SEED picks the seed)
 """
 import json
@@ -22,8 +24,10 @@ import time
 
 bora, plugin_dir, tokenizer, text, work = sys.argv[1:6]
 mp = sys.argv[6] if len(sys.argv) > 6 else "p=f32,c=f32"
-model = (sys.argv[7] if len(sys.argv) > 7 else
+model = (sys.argv[7] if len(sys.argv) > 7 and sys.argv[7] else
          "{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}")
+optimizer = (sys.argv[8] if len(sys.argv) > 8 and sys.argv[8] else
+             "{type: adamw, learning_rate: 3e-3, warmup: 4}")
 # Under ASan, LeakSanitizer's exit-time scan of a process with OpenMP workers sometimes crashes
 # in its own tracer ("Tracer caught signal 11"); the leak checks of bora train are made by
 # train.cli and train.accumulate, so they are off for the processes of this test.
@@ -35,7 +39,7 @@ os.makedirs(work)
 config = os.path.join(work, "run.yaml")
 with open(config, "w") as f:
     f.write(f"""model: {model}
-optimizer: {{type: adamw, learning_rate: 3e-3, warmup: 4}}
+optimizer: {optimizer}
 data: {{train_urls: [{text}], tokenizer: {tokenizer}}}
 trainer:
   num_train_steps: {STEPS}
@@ -131,6 +135,11 @@ failures = 0
 if ref != got:
     print("FAIL: the final model.safetensors differs from the uninterrupted run's")
     failures += 1
+ref_opt = open(f"{work}/ckpt/reference/step-{STEPS}/optimizer.safetensors", "rb").read()
+got_opt = open(f"{work}/ckpt/killed/step-{STEPS}/optimizer.safetensors", "rb").read()
+if ref_opt != got_opt:
+    print("FAIL: the final optimizer.safetensors differs from the uninterrupted run's")
+    failures += 1
 want, have = losses("reference"), losses("killed")
 for s in range(1, STEPS + 1):
     if s not in have:
@@ -145,5 +154,5 @@ if kept != [10, 20, 30, 40]:
     failures += 1
 if failures:
     sys.exit(f"kill_resume: {failures} failures (seed {seed})")
-print(f"kill_resume: final model.safetensors ({len(ref)} bytes) and all {STEPS} losses bitwise "
-      "equal after three kills")
+print(f"kill_resume: final model.safetensors ({len(ref)} bytes), optimizer.safetensors and all "
+      f"{STEPS} losses bitwise equal after three kills")
