@@ -7,6 +7,7 @@
 
 #include <cublasLt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* cuBLASLt's workspace: enough for its split-K and stream-K algorithms on GPT-2's shapes. */
@@ -96,6 +97,8 @@ static bora_status cuda_create(const bora_host *h, const bora_config *cfg, bora_
     memset(b, 0, sizeof *b);
     b->h = h;
     b->device = 0;
+    const char *prof = getenv("BORA_PROFILE");
+    b->sync_each = prof && *prof && strcmp(prof, "0") != 0;
     struct cudaDeviceProp prop;
     bora_status st = cuda_check(b, cudaSetDevice(b->device), "cudaSetDevice");
     if (st == BORA_OK)
@@ -132,8 +135,8 @@ static bora_status cuda_create(const bora_host *h, const bora_config *cfg, bora_
         cuda_destroy(b);
         return st;
     }
-    BORA_INFO(h, "%s (compute capability %d.%d), CUDA runtime %d, cuBLASLt %zu", b->name,
-              b->cc_major, b->cc_minor, b->runtime_version, cublasLtGetVersion());
+    BORA_DEBUG(h, "%s (compute capability %d.%d), CUDA runtime %d, cuBLASLt %zu", b->name,
+               b->cc_major, b->cc_minor, b->runtime_version, cublasLtGetVersion());
     *out = b;
     return BORA_OK;
 }
@@ -206,10 +209,19 @@ static void cuda_describe(bora_backend *b, char *buf, size_t cap)
 
 /* ---- kernels: each queues its launches and reports a launch error with the op's name -------- */
 
-#define CUDA_KERNEL(fn, launcher, what)                               \
-    static bora_status fn(bora_backend *b, const bora_kernel_args *a) \
-    {                                                                 \
-        return cuda_check(b, launcher(b->stream, a), what);           \
+/* A queued kernel's status; under BORA_PROFILE it is also waited for, so that the host's
+ * per-node times (which it reads on the CPU) are the GPU's. */
+static bora_status queued(bora_backend *b, bora_status st, const char *what)
+{
+    if (st == BORA_OK && b->sync_each)
+        st = cuda_check(b, cudaStreamSynchronize(b->stream), what);
+    return st;
+}
+
+#define CUDA_KERNEL(fn, launcher, what)                                      \
+    static bora_status fn(bora_backend *b, const bora_kernel_args *a)        \
+    {                                                                        \
+        return queued(b, cuda_check(b, launcher(b->stream, a), what), what); \
     }
 
 CUDA_KERNEL(k_copy, cuk_copy, "copy")
@@ -224,6 +236,8 @@ CUDA_KERNEL(k_xent_grad, cuk_xent_grad, "cross-entropy gradient")
 CUDA_KERNEL(k_scatter_add, cuk_scatter_add, "scatter_add")
 CUDA_KERNEL(k_one_hot, cuk_one_hot, "one_hot")
 CUDA_KERNEL(k_attention_bias, cuk_attention_bias, "attention bias")
+CUDA_KERNEL(k_pad, cuk_pad, "pad")
+CUDA_KERNEL(k_concat, cuk_concat, "concat")
 
 /* The error flag cleared before a kernel that may set it, read back after (a wait). */
 static bora_status flag_clear(bora_backend *b, const char *what)
@@ -271,6 +285,29 @@ static bora_status k_gather(bora_backend *b, const bora_kernel_args *a)
     return st;
 }
 
+static bora_status k_write_slice(bora_backend *b, const bora_kernel_args *a)
+{
+    int bad = 0;
+    bora_status st = flag_clear(b, "write_slice");
+    if (st == BORA_OK)
+        st = cuda_check(b, cuk_write_slice(b->stream, a, b->flag), "write_slice");
+    if (st == BORA_OK && a->n_inputs > 2)
+        st = flag_read(b, "write_slice", &bad);
+    if (st == BORA_OK && bad) {
+        const bora_opt_pad *p = a->options;
+        return b->h->fail(b->h, BORA_ERR_INVALID,
+                          "write_slice: %lld rows from the start given do not fit in %lld",
+                          (long long)a->inputs[1].dims[p->axis],
+                          (long long)a->outputs[0].dims[p->axis]);
+    }
+    return st;
+}
+
+static bora_status k_matmul(bora_backend *b, const bora_kernel_args *a)
+{
+    return queued(b, cuda_matmul(b, a), "matmul");
+}
+
 static int is_float(int32_t dt)
 {
     return dt == BORA_DTYPE_F32 || dt == BORA_DTYPE_F64;
@@ -299,7 +336,7 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
         return op == BORA_OP_ONE_HOT ? k_one_hot : k_attention_bias;
     }
     if (op == BORA_OP_MATMUL && n == 3 && dt[0] == BORA_DTYPE_BF16 && dt[1] == BORA_DTYPE_BF16)
-        return dt[2] == BORA_DTYPE_F32 ? cuda_matmul : NULL;
+        return dt[2] == BORA_DTYPE_F32 ? k_matmul : NULL;
     if (op == BORA_OP_FILL && n == 1 &&
         (dt[0] == BORA_DTYPE_I32 || dt[0] == BORA_DTYPE_I64 || dt[0] == BORA_DTYPE_BF16 ||
          dt[0] == BORA_DTYPE_U8))
@@ -314,12 +351,14 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
         int int_ok =
             (op == BORA_OP_XENT || op == BORA_OP_XENT_GRAD || op == BORA_OP_GATHER) && i == 1;
         int_ok |= op == BORA_OP_SCATTER_ADD && i == 0;
+        int_ok |= op == BORA_OP_WRITE_SLICE && n == 4 && i == 2; /* dst, value, start -> dst */
         if (int_ok ? dt[i] != BORA_DTYPE_I32 : dt[i] != ft)
             return NULL;
     }
     switch (op) {
     case BORA_OP_FILL: return n == 1 ? k_fill : NULL;
-    case BORA_OP_ADD:
+    case BORA_OP_ADD: /* 2: a gradient buffer's add, whose own value the executor passes first */
+        return n == 3 || n == 2 ? k_elementwise : NULL;
     case BORA_OP_SUB:
     case BORA_OP_MUL:
     case BORA_OP_DIV:
@@ -328,8 +367,8 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
     case BORA_OP_LESS:
     case BORA_OP_LESS_EQUAL:
     case BORA_OP_EQUAL:
-    case BORA_OP_NOT_EQUAL:
-    case BORA_OP_ACT_GRAD: return n == 3 ? k_elementwise : NULL;
+    case BORA_OP_NOT_EQUAL: return n == 3 ? k_elementwise : NULL;
+    case BORA_OP_ACT_GRAD: return n == 3 || n == 4 ? k_elementwise : NULL; /* 4: max's (x, y, dy) */
     case BORA_OP_WHERE: return n == 4 ? k_elementwise : NULL;
     case BORA_OP_NEG:
     case BORA_OP_EXP:
@@ -350,7 +389,7 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
     case BORA_OP_SUM:
     case BORA_OP_MAX:
     case BORA_OP_SUM_SQUARES: return n == 2 ? k_reduce : NULL;
-    case BORA_OP_MATMUL: return n == 3 ? cuda_matmul : NULL; /* no bias: the host adds it */
+    case BORA_OP_MATMUL: return n == 3 ? k_matmul : NULL; /* no bias: the host adds it */
     case BORA_OP_LAYERNORM: return n == 6 ? k_layernorm : NULL;
     case BORA_OP_LAYERNORM_GRAD: return n == 8 ? k_layernorm_grad : NULL;
     case BORA_OP_SOFTMAX:
@@ -359,7 +398,10 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
     case BORA_OP_XENT_GRAD: return n == 5 ? k_xent_grad : NULL;
     case BORA_OP_GATHER: return n == 3 ? k_gather : NULL;
     case BORA_OP_SCATTER_ADD: return n == 3 || n == 4 ? k_scatter_add : NULL;
-    default: return NULL; /* attention, rope, RMSNorm, pad, concat, write_slice: not yet */
+    case BORA_OP_PAD: return n == 2 ? k_pad : NULL;
+    case BORA_OP_CONCAT: return k_concat;
+    case BORA_OP_WRITE_SLICE: return n == 3 || n == 4 ? k_write_slice : NULL;
+    default: return NULL; /* attention, rope, RMSNorm: not yet (the host decomposes them) */
     }
 }
 

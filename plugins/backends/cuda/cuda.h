@@ -29,6 +29,7 @@ struct bora_backend {
     char name[320];         /* the device's name and SM count */
     int cc_major, cc_minor; /* compute capability */
     int runtime_version;
+    int sync_each; /* BORA_PROFILE: wait for each kernel (true per-node times) */
 };
 
 /* A device buffer of at least bytes for one kernel's use until the next (kernels run in stream
@@ -70,6 +71,10 @@ cudaError_t cuk_scatter_add(cudaStream_t s, const bora_kernel_args *a);
 /* ONE_HOT and ATTENTION_BIAS, the primitive decompositions' helpers. */
 cudaError_t cuk_one_hot(cudaStream_t s, const bora_kernel_args *a);
 cudaError_t cuk_attention_bias(cudaStream_t s, const bora_kernel_args *a);
+/* PAD, CONCAT, and WRITE_SLICE (flag set when a runtime start leaves the slice past the end). */
+cudaError_t cuk_pad(cudaStream_t s, const bora_kernel_args *a);
+cudaError_t cuk_concat(cudaStream_t s, const bora_kernel_args *a);
+cudaError_t cuk_write_slice(cudaStream_t s, const bora_kernel_args *a, int *flag);
 /* MATMUL with a double accumulator per element, any strides (the layouts cuBLASLt refuses). */
 cudaError_t cuk_matmul_naive(cudaStream_t s, const bora_kernel_args *a);
 

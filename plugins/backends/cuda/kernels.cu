@@ -910,6 +910,79 @@ extern "C" cudaError_t cuk_attention_bias(cudaStream_t s, const bora_kernel_args
     return cudaGetLastError();
 }
 
+/* ---- layout: pad, concat, write_slice ----------------------------------------------------------- */
+
+/* dst's region from start along axis (src's extent there) = src, element by element (the same
+ * dtype: the bits move). start_dev: the start is a device i32, checked against dst's extent
+ * (flag set and nothing written when the slice does not fit). */
+__global__ void k_place(bora_tensor_desc dst, bora_tensor_desc src, int axis, int64_t start,
+                        const int32_t *start_dev, int *flag, int64_t n, int size)
+{
+    if (start_dev) {
+        start = *start_dev;
+        if (start < 0 || start > dst.dims[axis] - src.dims[axis]) {
+            if (blockIdx.x == 0 && threadIdx.x == 0)
+                *flag = 1;
+            return;
+        }
+    }
+    GRID_LOOP(e, n)
+    {
+        int64_t so = offset_of(src, src.dims, src.ndim, e);
+        int64_t d = offset_of(dst, src.dims, src.ndim, e) + start * dst.strides[axis];
+        if (size == 8)
+            ((uint64_t *)dst.data)[d] = ((const uint64_t *)src.data)[so];
+        else if (size == 4)
+            ((uint32_t *)dst.data)[d] = ((const uint32_t *)src.data)[so];
+        else
+            ((uint16_t *)dst.data)[d] = ((const uint16_t *)src.data)[so];
+    }
+}
+
+static cudaError_t place(cudaStream_t s, const bora_tensor_desc *dst, const bora_tensor_desc *src,
+                         int axis, int64_t start, const int32_t *start_dev, int *flag)
+{
+    int64_t n = numel(src);
+    if (n == 0)
+        return cudaSuccess;
+    k_place<<<grid_for(n), CU_THREADS, 0, s>>>(*dst, *src, axis, start, start_dev, flag, n,
+                                               (int)bora_dtype_size(dst->dtype));
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuk_pad(cudaStream_t s, const bora_kernel_args *a)
+{
+    const bora_opt_pad *p = (const bora_opt_pad *)a->options;
+    const bora_tensor_desc *o = &a->outputs[0];
+    int64_t n = numel(o);
+    if (n == 0)
+        return cudaSuccess;
+    k_fill<<<grid_for(n), CU_THREADS, 0, s>>>(*o, n, 0.0);
+    return place(s, o, &a->inputs[0], p->axis, p->start, NULL, NULL);
+}
+
+extern "C" cudaError_t cuk_concat(cudaStream_t s, const bora_kernel_args *a)
+{
+    const bora_opt_pad *p = (const bora_opt_pad *)a->options;
+    int64_t at = 0;
+    for (uint32_t i = 0; i < a->n_inputs; i++) {
+        cudaError_t err = place(s, &a->outputs[0], &a->inputs[i], p->axis, at, NULL, NULL);
+        if (err != cudaSuccess)
+            return err;
+        at += a->inputs[i].dims[p->axis];
+    }
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cuk_write_slice(cudaStream_t s, const bora_kernel_args *a, int *flag)
+{
+    const bora_opt_pad *p = (const bora_opt_pad *)a->options;
+    const bora_tensor_desc *v = &a->inputs[1], *d = &a->outputs[0];
+    if (a->n_inputs > 2)
+        return place(s, d, v, p->axis, 0, (const int32_t *)a->inputs[2].data, flag);
+    return place(s, d, v, p->axis, 0, NULL, NULL);
+}
+
 /* ---- matmul for the layouts cuBLASLt does not take --------------------------------------------- */
 
 /* C (B,M,N) = A (B,M,K) B (B,K,N): one thread per element, a double accumulator. TA is the
