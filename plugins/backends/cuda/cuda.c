@@ -228,10 +228,8 @@ CUDA_KERNEL(k_copy, cuk_copy, "copy")
 CUDA_KERNEL(k_fill, cuk_fill, "fill")
 CUDA_KERNEL(k_iota, cuk_iota, "iota")
 CUDA_KERNEL(k_elementwise, cuk_elementwise, "elementwise")
-CUDA_KERNEL(k_reduce, cuk_reduce, "reduce")
 CUDA_KERNEL(k_softmax, cuk_softmax, "softmax")
 CUDA_KERNEL(k_layernorm, cuk_layernorm, "layernorm")
-CUDA_KERNEL(k_layernorm_grad, cuk_layernorm_grad, "layernorm gradient")
 CUDA_KERNEL(k_xent_grad, cuk_xent_grad, "cross-entropy gradient")
 CUDA_KERNEL(k_scatter_add, cuk_scatter_add, "scatter_add")
 CUDA_KERNEL(k_one_hot, cuk_one_hot, "one_hot")
@@ -301,6 +299,25 @@ static bora_status k_write_slice(bora_backend *b, const bora_kernel_args *a)
                           (long long)a->outputs[0].dims[p->axis]);
     }
     return st;
+}
+
+static bora_status k_reduce(bora_backend *b, const bora_kernel_args *a)
+{
+    size_t bytes = cuk_reduce_scratch(a);
+    double *scratch = bytes ? cuda_scratch(b, bytes) : NULL;
+    if (bytes && !scratch)
+        return BORA_ERR_NOMEM;
+    return queued(b, cuda_check(b, cuk_reduce(b->stream, a, scratch), "reduce"), "reduce");
+}
+
+static bora_status k_layernorm_grad(bora_backend *b, const bora_kernel_args *a)
+{
+    size_t bytes = cuk_layernorm_grad_scratch(a);
+    double *scratch = bytes ? cuda_scratch(b, bytes) : NULL;
+    if (bytes && !scratch)
+        return BORA_ERR_NOMEM;
+    return queued(b, cuda_check(b, cuk_layernorm_grad(b->stream, a, scratch), "layernorm gradient"),
+                  "layernorm gradient");
 }
 
 static bora_status k_matmul(bora_backend *b, const bora_kernel_args *a)

@@ -55,13 +55,17 @@ cudaError_t cuk_fill(cudaStream_t s, const bora_kernel_args *a);
 cudaError_t cuk_iota(cudaStream_t s, const bora_kernel_args *a);
 /* Every elementwise op (unary, binary, SCALE, ACT_GRAD, WHERE, comparisons), broadcast strides. */
 cudaError_t cuk_elementwise(cudaStream_t s, const bora_kernel_args *a);
-/* SUM, MAX and SUM_SQUARES over trailing axes: one block per output, a fixed tree in double. */
-cudaError_t cuk_reduce(cudaStream_t s, const bora_kernel_args *a);
+/* SUM, MAX and SUM_SQUARES over trailing axes, in double, in an order fixed by the shape; the
+ * scratch it needs (bytes of device memory; 0: none). */
+size_t cuk_reduce_scratch(const bora_kernel_args *a);
+cudaError_t cuk_reduce(cudaStream_t s, const bora_kernel_args *a, double *scratch);
 /* SOFTMAX and LOG_SOFTMAX over the last axis. */
 cudaError_t cuk_softmax(cudaStream_t s, const bora_kernel_args *a);
-/* LAYERNORM and LAYERNORM_GRAD; the gradient's column sums need scratch (rows ordered). */
+/* LAYERNORM and LAYERNORM_GRAD; the gradient's column sums (runs of rows, then the runs, in
+ * order) need cuk_layernorm_grad_scratch bytes. */
 cudaError_t cuk_layernorm(cudaStream_t s, const bora_kernel_args *a);
-cudaError_t cuk_layernorm_grad(cudaStream_t s, const bora_kernel_args *a);
+size_t cuk_layernorm_grad_scratch(const bora_kernel_args *a);
+cudaError_t cuk_layernorm_grad(cudaStream_t s, const bora_kernel_args *a, double *scratch);
 /* XENT (per_row: rows doubles of scratch; flag set on a target out of range) and XENT_GRAD. */
 cudaError_t cuk_xent(cudaStream_t s, const bora_kernel_args *a, double *per_row, int *flag);
 cudaError_t cuk_xent_grad(cudaStream_t s, const bora_kernel_args *a);

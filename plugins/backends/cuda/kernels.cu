@@ -446,58 +446,182 @@ extern "C" cudaError_t cuk_elementwise(cudaStream_t s, const bora_kernel_args *a
 
 /* ---- reductions -------------------------------------------------------------------------------- */
 
-/* One block per output element: out = Σ (or max) over the input's trailing n_red elements; with
- * squares, each square rounded to T before the sum (the bits of MUL then SUM). */
+/* out (outer...) = Σ (or max) over the input's trailing n_red elements; with squares, each square
+ * rounded to T before the sum (the bits of MUL then SUM). How the work is split depends on the
+ * shape alone (reduce_plan), so a shape always sums in the same order:
+ *   RED_THREAD  one thread per output, its elements in order (many outputs, short sums: the
+ *               batch axis of a bias gradient);
+ *   RED_BLOCK   one block per output, a fixed stride per thread and a fixed tree;
+ *   RED_SPLIT   few outputs over long sums (a gradient norm): each output's elements cut into
+ *               `parts` equal runs, a block per run into a double partial, then a block per
+ *               output adds its partials by the same tree. */
+enum { RED_THREAD = 1, RED_BLOCK = 2, RED_SPLIT = 3 };
+
+typedef struct reduce_shape {
+    int outer_nd;
+    int inner_dense; /* the reduced elements of an output are one unit-stride run */
+    int is_max, squares;
+    int64_t n_out, n_red, parts, run;
+} reduce_shape;
+
+/* Offset of reduced element j of the output at xo. */
+__device__ __forceinline__ int64_t reduced_at(const bora_tensor_desc &x, const reduce_shape &rs,
+                                              int64_t xo, int64_t j)
+{
+    if (rs.inner_dense)
+        return xo + j;
+    for (int i = x.ndim - 1; i >= rs.outer_nd; i--) {
+        xo += (j % x.dims[i]) * x.strides[i];
+        j /= x.dims[i];
+    }
+    return xo;
+}
+
+/* Offsets of output r in x and in o. */
+__device__ __forceinline__ void outer_at(const bora_tensor_desc &x, const bora_tensor_desc &o,
+                                         const reduce_shape &rs, int64_t r, int64_t *xo,
+                                         int64_t *oo)
+{
+    *xo = 0;
+    *oo = 0;
+    for (int i = rs.outer_nd - 1; i >= 0; i--) {
+        int64_t idx = r % x.dims[i];
+        r /= x.dims[i];
+        *xo += idx * x.strides[i];
+        *oo += idx * o.strides[i];
+    }
+}
+
 template <typename T>
-__global__ void k_reduce(bora_tensor_desc x, bora_tensor_desc o, int outer_nd, int64_t n_red,
-                         int is_max, int squares)
+__device__ __forceinline__ double reduce_term(const bora_tensor_desc &x, const reduce_shape &rs,
+                                              int64_t at)
+{
+    T t = ((const T *)x.data)[at];
+    return rs.squares ? (double)(T)(t * t) : (double)t;
+}
+
+__device__ __forceinline__ double reduce_step(int is_max, double acc, double v)
+{
+    return is_max ? (v > acc ? v : acc) : acc + v;
+}
+
+template <typename T>
+__global__ void k_reduce_thread(bora_tensor_desc x, bora_tensor_desc o, reduce_shape rs)
+{
+    GRID_LOOP(r, rs.n_out)
+    {
+        int64_t xo, oo;
+        outer_at(x, o, rs, r, &xo, &oo);
+        double acc = rs.is_max ? -INFINITY : 0.0;
+        for (int64_t j = 0; j < rs.n_red; j++)
+            acc = reduce_step(rs.is_max, acc, reduce_term<T>(x, rs, reduced_at(x, rs, xo, j)));
+        ((T *)o.data)[oo] = (T)acc;
+    }
+}
+
+/* RED_BLOCK (partial NULL: the block's output is the result) and RED_SPLIT's first stage (block
+ * b: output b / parts, run b % parts, into partial[b]). */
+template <typename T>
+__global__ void k_reduce_block(bora_tensor_desc x, bora_tensor_desc o, reduce_shape rs,
+                               double *partial)
 {
     __shared__ double sh[CU_THREADS];
-    int64_t r = blockIdx.x;
-    int64_t xo = 0, oo = 0, rem = r;
-    for (int i = outer_nd - 1; i >= 0; i--) {
-        int64_t idx = rem % x.dims[i];
-        rem /= x.dims[i];
-        xo += idx * x.strides[i];
-        oo += idx * o.strides[i];
+    int64_t r = partial ? blockIdx.x / rs.parts : blockIdx.x;
+    int64_t j0 = partial ? (blockIdx.x % rs.parts) * rs.run : 0;
+    int64_t j1 = partial ? (j0 + rs.run < rs.n_red ? j0 + rs.run : rs.n_red) : rs.n_red;
+    int64_t xo, oo;
+    outer_at(x, o, rs, r, &xo, &oo);
+    double acc = rs.is_max ? -INFINITY : 0.0;
+    for (int64_t j = j0 + threadIdx.x; j < j1; j += CU_THREADS)
+        acc = reduce_step(rs.is_max, acc, reduce_term<T>(x, rs, reduced_at(x, rs, xo, j)));
+    acc = rs.is_max ? block_max(acc, sh) : block_sum(acc, sh);
+    if (threadIdx.x == 0) {
+        if (partial)
+            partial[blockIdx.x] = acc;
+        else
+            ((T *)o.data)[oo] = (T)acc;
     }
-    double acc = is_max ? -INFINITY : 0.0;
-    for (int64_t j = threadIdx.x; j < n_red; j += CU_THREADS) {
-        int64_t xj = xo, rj = j;
-        for (int i = x.ndim - 1; i >= outer_nd; i--) {
-            xj += (rj % x.dims[i]) * x.strides[i];
-            rj /= x.dims[i];
-        }
-        T t = ((const T *)x.data)[xj];
-        double v = squares ? (double)(T)(t * t) : (double)t;
-        acc = is_max ? (v > acc ? v : acc) : acc + v;
-    }
-    acc = is_max ? block_max(acc, sh) : block_sum(acc, sh);
+}
+
+/* RED_SPLIT's second stage: block r adds (or takes the max of) output r's partials. */
+template <typename T>
+__global__ void k_reduce_partials(bora_tensor_desc x, bora_tensor_desc o, reduce_shape rs,
+                                  const double *partial)
+{
+    __shared__ double sh[CU_THREADS];
+    int64_t r = blockIdx.x, xo, oo;
+    outer_at(x, o, rs, r, &xo, &oo);
+    double acc = rs.is_max ? -INFINITY : 0.0;
+    for (int64_t p = threadIdx.x; p < rs.parts; p += CU_THREADS)
+        acc = reduce_step(rs.is_max, acc, partial[r * rs.parts + p]);
+    acc = rs.is_max ? block_max(acc, sh) : block_sum(acc, sh);
     if (threadIdx.x == 0)
         ((T *)o.data)[oo] = (T)acc;
 }
 
-extern "C" cudaError_t cuk_reduce(cudaStream_t s, const bora_kernel_args *a)
+/* The split for a's shape: RED_THREAD, RED_BLOCK or RED_SPLIT, and rs filled. */
+static int reduce_plan(const bora_kernel_args *a, reduce_shape *rs)
+{
+    const bora_tensor_desc *x = &a->inputs[0];
+    memset(rs, 0, sizeof *rs);
+    rs->outer_nd = x->ndim - ((const bora_opt_reduce *)a->options)->n_reduced;
+    rs->is_max = a->op == BORA_OP_MAX;
+    rs->squares = a->op == BORA_OP_SUM_SQUARES;
+    rs->n_out = 1;
+    rs->n_red = 1;
+    for (int i = 0; i < rs->outer_nd; i++)
+        rs->n_out *= x->dims[i];
+    int64_t stride = 1;
+    rs->inner_dense = 1;
+    for (int i = x->ndim - 1; i >= rs->outer_nd; i--) {
+        rs->n_red *= x->dims[i];
+        if (x->dims[i] != 1 && x->strides[i] != stride)
+            rs->inner_dense = 0;
+        stride *= x->dims[i];
+    }
+    if (rs->n_red <= 64 || (rs->n_out >= 16384 && rs->n_red <= 4096))
+        return RED_THREAD;
+    if (rs->n_out >= 512 || rs->n_red < 65536)
+        return RED_BLOCK;
+    rs->parts = (rs->n_red + 32767) / 32768; /* runs of 32768 elements, at most 4096 of them */
+    if (rs->parts > 4096)
+        rs->parts = 4096;
+    rs->run = (rs->n_red + rs->parts - 1) / rs->parts;
+    return RED_SPLIT;
+}
+
+extern "C" size_t cuk_reduce_scratch(const bora_kernel_args *a)
+{
+    reduce_shape rs;
+    return reduce_plan(a, &rs) == RED_SPLIT ? sizeof(double) * (size_t)(rs.n_out * rs.parts) : 0;
+}
+
+template <typename T>
+static cudaError_t reduce(cudaStream_t s, const bora_kernel_args *a, double *scratch)
 {
     const bora_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    int nr = ((const bora_opt_reduce *)a->options)->n_reduced, outer_nd = x->ndim - nr;
-    int64_t n_out = 1, n_red = 1;
-    for (int i = 0; i < outer_nd; i++)
-        n_out *= x->dims[i];
-    for (int i = outer_nd; i < x->ndim; i++)
-        n_red *= x->dims[i];
-    if (n_out == 0)
+    reduce_shape rs;
+    int plan = reduce_plan(a, &rs);
+    if (rs.n_out == 0)
         return cudaSuccess;
-    if (n_out > 0x7fffffff)
+    if (rs.n_out * (rs.parts ? rs.parts : 1) > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
-    int is_max = a->op == BORA_OP_MAX, squares = a->op == BORA_OP_SUM_SQUARES;
-    if (x->dtype == BORA_DTYPE_F64)
-        k_reduce<double>
-            <<<(unsigned)n_out, CU_THREADS, 0, s>>>(*x, *o, outer_nd, n_red, is_max, squares);
-    else
-        k_reduce<float>
-            <<<(unsigned)n_out, CU_THREADS, 0, s>>>(*x, *o, outer_nd, n_red, is_max, squares);
+    if (plan == RED_THREAD) {
+        k_reduce_thread<T><<<grid_for(rs.n_out), CU_THREADS, 0, s>>>(*x, *o, rs);
+    } else if (plan == RED_BLOCK) {
+        k_reduce_block<T><<<(unsigned)rs.n_out, CU_THREADS, 0, s>>>(*x, *o, rs, NULL);
+    } else {
+        k_reduce_block<T>
+            <<<(unsigned)(rs.n_out * rs.parts), CU_THREADS, 0, s>>>(*x, *o, rs, scratch);
+        k_reduce_partials<T><<<(unsigned)rs.n_out, CU_THREADS, 0, s>>>(*x, *o, rs, scratch);
+    }
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuk_reduce(cudaStream_t s, const bora_kernel_args *a, double *scratch)
+{
+    return a->inputs[0].dtype == BORA_DTYPE_F64 ? reduce<double>(s, a, scratch)
+                                                : reduce<float>(s, a, scratch);
 }
 
 /* ---- rows: softmax, layernorm ------------------------------------------------------------------ */
@@ -609,47 +733,85 @@ __global__ void k_layernorm_dx(bora_tensor_desc x, bora_tensor_desc gm, const T 
     }
 }
 
-/* dgamma, dbeta: one thread per column walks the rows in order. */
+/* dgamma, dbeta: the rows cut into runs of LN_RUN; thread (run, column) sums its run's rows in
+ * order into partial sums (gp, bp), then one thread per column adds its runs in order. */
+#define LN_RUN 64
+
+static int64_t ln_runs(const bora_kernel_args *a)
+{
+    int64_t rows = rows_of(&a->inputs[0]);
+    return rows > 0 ? (rows + LN_RUN - 1) / LN_RUN : 1;
+}
+
+extern "C" size_t cuk_layernorm_grad_scratch(const bora_kernel_args *a)
+{
+    const bora_tensor_desc *x = &a->inputs[0];
+    return 2 * sizeof(double) * (size_t)(ln_runs(a) * x->dims[x->ndim - 1]);
+}
+
 template <typename T>
-__global__ void k_layernorm_dgb(bora_tensor_desc x, const T *mean, const T *rstd,
-                                bora_tensor_desc dy, bora_tensor_desc dg, bora_tensor_desc db,
-                                int64_t rows)
+__global__ void k_layernorm_dgb_runs(bora_tensor_desc x, const T *mean, const T *rstd,
+                                     bora_tensor_desc dy, int64_t rows, int64_t runs, double *gp,
+                                     double *bp)
 {
     int64_t n = x.dims[x.ndim - 1];
     int64_t sx = x.strides[x.ndim - 1], sdy = dy.strides[dy.ndim - 1];
-    GRID_LOOP(i, n)
+    GRID_LOOP(e, runs * n)
     {
+        int64_t run = e / n, i = e % n, r1 = (run + 1) * LN_RUN < rows ? (run + 1) * LN_RUN : rows;
         double sg = 0, sb = 0;
-        for (int64_t r = 0; r < rows; r++) {
+        for (int64_t r = run * LN_RUN; r < r1; r++) {
             const T *xr = (const T *)x.data + row_offset(x, r);
             const T *dyr = (const T *)dy.data + row_offset(dy, r);
             double xhat = ((double)xr[i * sx] - (double)mean[r]) * (double)rstd[r];
             sg += (double)dyr[i * sdy] * xhat;
             sb += (double)dyr[i * sdy];
         }
+        gp[e] = sg;
+        bp[e] = sb;
+    }
+}
+
+template <typename T>
+__global__ void k_layernorm_dgb_sum(const double *gp, const double *bp, int64_t runs, int64_t n,
+                                    bora_tensor_desc dg, bora_tensor_desc db)
+{
+    GRID_LOOP(i, n)
+    {
+        double sg = 0, sb = 0;
+        for (int64_t run = 0; run < runs; run++) {
+            sg += gp[run * n + i];
+            sb += bp[run * n + i];
+        }
         ((T *)dg.data)[i * dg.strides[0]] = (T)sg;
         ((T *)db.data)[i * db.strides[0]] = (T)sb;
     }
 }
 
-template <typename T> static cudaError_t layernorm_grad(cudaStream_t s, const bora_kernel_args *a)
+template <typename T>
+static cudaError_t layernorm_grad(cudaStream_t s, const bora_kernel_args *a, double *scratch)
 {
     const bora_tensor_desc *x = &a->inputs[0];
-    int64_t rows = rows_of(x), n = x->dims[x->ndim - 1];
+    int64_t rows = rows_of(x), n = x->dims[x->ndim - 1], runs = ln_runs(a);
     const T *mean = (const T *)a->inputs[2].data, *rstd = (const T *)a->inputs[3].data;
     if (rows > 0)
         k_layernorm_dx<T><<<(unsigned)rows, CU_THREADS, 0, s>>>(*x, a->inputs[1], mean, rstd,
                                                                 a->inputs[4], a->outputs[0]);
-    if (n > 0)
-        k_layernorm_dgb<T><<<grid_for(n), CU_THREADS, 0, s>>>(*x, mean, rstd, a->inputs[4],
-                                                              a->outputs[1], a->outputs[2], rows);
+    if (n > 0) {
+        double *gp = scratch, *bp = scratch + runs * n;
+        k_layernorm_dgb_runs<T><<<grid_for(runs * n), CU_THREADS, 0, s>>>(
+            *x, mean, rstd, a->inputs[4], rows, runs, gp, bp);
+        k_layernorm_dgb_sum<T>
+            <<<grid_for(n), CU_THREADS, 0, s>>>(gp, bp, runs, n, a->outputs[1], a->outputs[2]);
+    }
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t cuk_layernorm_grad(cudaStream_t s, const bora_kernel_args *a)
+extern "C" cudaError_t cuk_layernorm_grad(cudaStream_t s, const bora_kernel_args *a,
+                                          double *scratch)
 {
-    return a->inputs[0].dtype == BORA_DTYPE_F64 ? layernorm_grad<double>(s, a)
-                                                : layernorm_grad<float>(s, a);
+    return a->inputs[0].dtype == BORA_DTYPE_F64 ? layernorm_grad<double>(s, a, scratch)
+                                                : layernorm_grad<float>(s, a, scratch);
 }
 
 /* ---- cross-entropy --------------------------------------------------------------------------- */
