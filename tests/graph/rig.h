@@ -113,7 +113,8 @@ static inline bora_status rig_copy(rig *r, int grad, const char *name, size_t at
         return BORA_ERR_NOT_FOUND;
     bora_buffer *buf = grad ? r->store->grads : r->store->params;
     size_t off = r->store->slots[i].offset + at;
-    return out ? r->ops->copy_out(r->be, dst, buf, off, n) : r->ops->copy_in(r->be, buf, off, dst, n);
+    return out ? r->ops->copy_out(r->be, dst, buf, off, n)
+               : r->ops->copy_in(r->be, buf, off, dst, n);
 }
 
 #endif

@@ -3,7 +3,8 @@
  *   (tolerances: f64 1e-10 relative, f32 2e-4 relative plus 1e-5 absolute);
  *   backward, through the f64 path, against central finite differences of the loss
  *   sum(out · w) for a fixed random w (h = 1e-6, tolerance 1e-6 relative plus 1e-8 absolute;
- *   the layout case, which casts through f32, h = 1e-3 and 1e-2);
+ *   the layout case, which casts through f32, h = 1e-3 and 1e-2; the long reductions, whose loss
+ *   is near 1e5, h = 1e-3 and 1e-5);
  *   everything twice: on the backend as it is, and through a table without the fused kernels
  *   (layernorm, rms_norm, softmax, log-softmax, cross-entropy, attention, rope), so their
  *   decompositions into
@@ -291,6 +292,40 @@ static void r_reduce(rig *r, int v, double *out)
             for (int k = 0; k < 2; k++)
                 out[j * 2 + k] = (A3(0, j, k) + A3(1, j, k) + A3(2, j, k)) / 3;
 #undef A3
+    free(a);
+}
+
+/* Reductions long or many enough that a GPU backend splits them otherwise than the small cases
+ * (a thread per output, runs then partials): Σ and max over 140,000 elements, Σ·Σ of squares
+ * (a gradient norm), and Σ over a short axis for 20,000 outputs. */
+#define BIG_N 140000
+#define WIDE_N 20000
+static bora_tensor *b_reduce_big(bora_graph *g, int dt, int v)
+{
+    bora_axis n[1] = {AX("n", BIG_N)}, xy[2] = {AX("x", 5), AX("y", WIDE_N)};
+    const char *all[] = {"n"}, *x[] = {"x"};
+    if (v == 3)
+        return g->api->reduce(g, BORA_OP_SUM, P(g, "a", dt, 2, xy), 1, x);
+    bora_tensor *a = P(g, "a", dt, 1, n);
+    if (v == 2)
+        a = bora_mul(g, a, a);
+    return g->api->reduce(g, v == 1 ? BORA_OP_MAX : BORA_OP_SUM, a, 1, all);
+}
+static void r_reduce_big(rig *r, int v, double *out)
+{
+    double *a = vals(r, "a");
+    if (v == 3) {
+        for (int j = 0; j < WIDE_N; j++) {
+            out[j] = 0;
+            for (int i = 0; i < 5; i++)
+                out[j] += a[i * WIDE_N + j];
+        }
+    } else {
+        double acc = v == 1 ? -INFINITY : 0;
+        for (int i = 0; i < BIG_N; i++)
+            acc = v == 1 ? fmax(acc, a[i]) : acc + (v == 2 ? a[i] * a[i] : a[i]);
+        out[0] = acc;
+    }
     free(a);
 }
 
@@ -786,6 +821,7 @@ static const ocase cases[] = {
     {"binary", b_binary, r_binary, 4, 0},
     {"elementwise 1.9", b_elem, r_elem, 11, 0},
     {"scale/reduce", b_reduce, r_reduce, 5, 0},
+    {"reduce, long and wide", b_reduce_big, r_reduce_big, 4, 1e-5}, /* a loss near 1e5 */
     {"dot", b_dot, r_dot, 4, 0},
     {"layernorm", b_layernorm, r_layernorm, 1, 0},
     {"rms_norm", b_rms_norm, r_rms_norm, 3, 0},
