@@ -1,9 +1,11 @@
 #!/bin/sh
 # A GPT-2 tiny (2 layers, 64 wide, byte tokens) trained 20 steps on the CUDA backend, its loss
 # curve compared with the CPU backend's: step 1 (the same weights and batch; only the rounding of
-# f32 sums differs) within 1e-4 relative, every later step within 2e-2 relative (AdamW amplifies
-# the rounding differences a little each step), the loss falling; then the CUDA run again, which
-# must give the same bits at every step (no atomics, a fixed algorithm per matmul shape).
+# f32 sums differs) within 1e-5 relative, every later step within 2e-4 (AdamW amplifies the
+# rounding differences a little each step; an H200 stayed within 2e-7, and a layernorm gradient
+# missing a quarter of its rows moved the curve by 1.4e-3), the loss falling by a nat; then the
+# CUDA run again, which must give the same bits at every step (no atomics, a fixed algorithm per
+# matmul shape).
 # Exits 77 (skipped) where the CUDA backend cannot run (no GPU).
 #
 # usage: gpu_smoke.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK (TEXT: any text file; copied as .txt)
@@ -11,7 +13,7 @@
 #   --reference CURVE        the CPU curve from a file (a machine without the CPU backend)
 #   --write-reference CURVE  run only the CPU backend and write its curve to CURVE
 set -u
-[ $# -eq 5 ] || [ $# -eq 7 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -eq 5 ] || [ $# -eq 7 ] || { sed -n '2,15p' "$0"; exit 2; }
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5 mode=${6:-} curve=${7:-}
 rm -rf "$work" && mkdir -p "$work" && cp "$text" "$work/text.txt" || exit 2
 
@@ -64,7 +66,7 @@ n=$(wc -l < "$work/cuda.loss")
 paste "$work/cpu.loss" "$work/cuda.loss" > "$work/both"
 echo "step  cpu loss      cuda loss     relative difference"
 awk '{ d = $2 - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1);
-       tol = NR == 1 ? 1e-4 : 2e-2;
+       tol = NR == 1 ? 1e-5 : 2e-4;
        printf "%4d  %.8f  %.8f  %.2e%s\n", NR, $1, $2, r, r <= tol ? "" : "  > " tol;
        if (!(r <= tol)) bad++; if (r > worst) worst = r }
      END { printf "largest relative difference %.2e\n", worst; exit bad > 0 }' "$work/both" ||
