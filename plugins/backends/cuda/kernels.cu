@@ -387,18 +387,55 @@ __global__ void k_elem_dense(int act_op, T value, int nin, int scalar, T *o, con
     }
 }
 
-/* Any strides: each operand read through its own (0 along a broadcast axis). */
-template <typename T, int OP>
-__global__ void k_elem_strided(int act_op, T value, int nin, bora_tensor_desc o, bora_tensor_desc x,
-                               bora_tensor_desc y, bora_tensor_desc z, int64_t n)
+/* Any strides: the output's index split once into coordinates, each operand's offset summed from
+ * them (0 along a broadcast axis); I is int where every offset fits, int64_t elsewhere. */
+template <typename I> struct elem_index {
+    int nd;
+    I dims[BORA_MAX_DIMS];
+    I strides[4][BORA_MAX_DIMS]; /* the output, then the inputs */
+};
+
+template <typename T, int OP, typename I>
+__global__ void k_elem_strided(int act_op, T value, int nin, elem_index<I> ix, T *o, const T *x,
+                               const T *y, const T *z, int64_t n)
 {
-    GRID_LOOP(e, n)
+    GRID_LOOP(e64, n)
     {
-        T xv = nin > 0 ? ((const T *)x.data)[offset_of(x, o.dims, o.ndim, e)] : (T)0;
-        T yv = nin > 1 ? ((const T *)y.data)[offset_of(y, o.dims, o.ndim, e)] : (T)0;
-        T zv = nin > 2 ? ((const T *)z.data)[offset_of(z, o.dims, o.ndim, e)] : (T)0;
-        ((T *)o.data)[offset_of(o, o.dims, o.ndim, e)] = elem<T>(OP, act_op, value, xv, yv, zv);
+        I e = (I)e64, off[4] = {0, 0, 0, 0};
+        for (int i = ix.nd - 1; i >= 0; i--) {
+            I c = e % ix.dims[i];
+            e /= ix.dims[i];
+            for (int k = 0; k < 4; k++)
+                off[k] += c * ix.strides[k][i];
+        }
+        T xv = nin > 0 ? x[off[1]] : (T)0;
+        T yv = nin > 1 ? y[off[2]] : (T)0;
+        T zv = nin > 2 ? z[off[3]] : (T)0;
+        o[off[0]] = elem<T>(OP, act_op, value, xv, yv, zv);
     }
+}
+
+/* The strided kernel's index for o and the inputs; 1 when every offset fits in an int. */
+template <typename I>
+static int elem_index_of(const bora_tensor_desc *o, const bora_tensor_desc *in, int nin,
+                         elem_index<I> *ix)
+{
+    memset(ix, 0, sizeof *ix);
+    ix->nd = o->ndim;
+    int fits = 1;
+    for (int k = 0; k < 4; k++) {
+        const bora_tensor_desc *t = k == 0 ? o : k <= nin ? &in[k - 1] : NULL;
+        int64_t reach = 0;
+        for (int i = 0; t && i < o->ndim; i++) {
+            int64_t st = o->dims[i] == 1 ? 0 : t->strides[i];
+            ix->strides[k][i] = (I)st;
+            reach += (st < 0 ? -st : st) * (o->dims[i] - 1);
+        }
+        fits &= reach < 0x7fffffff;
+    }
+    for (int i = 0; i < o->ndim; i++)
+        ix->dims[i] = (I)o->dims[i];
+    return fits;
 }
 
 /* 1 for a broadcast scalar over shape (stride 0 along every axis longer than 1). */
@@ -428,20 +465,31 @@ static void elem_launch(cudaStream_t s, const bora_kernel_args *a, int act_op, T
         k_elem_dense<T, OP><<<grid_for(n), CU_THREADS, 0, s>>>(
             act_op, value, nin, scalar, (T *)o->data, (const T *)in[0].data, (const T *)in[1].data,
             (const T *)in[2].data, n);
-    else
-        k_elem_strided<T, OP>
-            <<<grid_for(n), CU_THREADS, 0, s>>>(act_op, value, nin, *o, in[0], in[1], in[2], n);
+    else {
+        elem_index<int> ix32;
+        elem_index<int64_t> ix64;
+        const T *xp = (const T *)in[0].data, *yp = (const T *)in[1].data,
+                *zp = (const T *)in[2].data;
+        if (n < 0x7fffffff && elem_index_of(o, in, nin, &ix32)) {
+            k_elem_strided<T, OP, int><<<grid_for(n), CU_THREADS, 0, s>>>(
+                act_op, value, nin, ix32, (T *)o->data, xp, yp, zp, n);
+        } else {
+            elem_index_of(o, in, nin, &ix64);
+            k_elem_strided<T, OP, int64_t><<<grid_for(n), CU_THREADS, 0, s>>>(
+                act_op, value, nin, ix64, (T *)o->data, xp, yp, zp, n);
+        }
+    }
 }
 
+// clang-format off
 #define ELEM_OPS(X)                                                                               \
-    X(BORA_OP_FILL)                                                                               \
-    X(BORA_OP_ADD) X(BORA_OP_SUB) X(BORA_OP_MUL) X(BORA_OP_DIV) X(BORA_OP_NEG) X(BORA_OP_EXP)     \
-        X(BORA_OP_LOG) X(BORA_OP_SQRT) X(BORA_OP_RSQRT) X(BORA_OP_TANH) X(BORA_OP_SIGMOID)        \
-            X(BORA_OP_RELU) X(BORA_OP_SILU) X(BORA_OP_GELU_TANH) X(BORA_OP_GELU_EXACT)            \
-                X(BORA_OP_SCALE) X(BORA_OP_ACT_GRAD) X(BORA_OP_SIN) X(BORA_OP_COS) X(BORA_OP_ABS) \
-                    X(BORA_OP_SIGN) X(BORA_OP_MINIMUM) X(BORA_OP_MAXIMUM) X(BORA_OP_LESS)         \
-                        X(BORA_OP_LESS_EQUAL) X(BORA_OP_EQUAL) X(BORA_OP_NOT_EQUAL)               \
-                            X(BORA_OP_WHERE)
+    X(BORA_OP_FILL) X(BORA_OP_ADD) X(BORA_OP_SUB) X(BORA_OP_MUL) X(BORA_OP_DIV) X(BORA_OP_NEG)     \
+    X(BORA_OP_EXP) X(BORA_OP_LOG) X(BORA_OP_SQRT) X(BORA_OP_RSQRT) X(BORA_OP_TANH)               \
+    X(BORA_OP_SIGMOID) X(BORA_OP_RELU) X(BORA_OP_SILU) X(BORA_OP_GELU_TANH)                       \
+    X(BORA_OP_GELU_EXACT) X(BORA_OP_SCALE) X(BORA_OP_ACT_GRAD) X(BORA_OP_SIN) X(BORA_OP_COS)      \
+    X(BORA_OP_ABS) X(BORA_OP_SIGN) X(BORA_OP_MINIMUM) X(BORA_OP_MAXIMUM) X(BORA_OP_LESS)         \
+    X(BORA_OP_LESS_EQUAL) X(BORA_OP_EQUAL) X(BORA_OP_NOT_EQUAL) X(BORA_OP_WHERE)
+// clang-format on
 
 template <typename T> static cudaError_t elementwise(cudaStream_t s, const bora_kernel_args *a)
 {
