@@ -11,6 +11,7 @@ unless tie_word_embeddings). Keys it does not model (biases, rope_scaling, slidi
 refused, so the peer never times a different function from the one bora runs.
 
 usage: /usr/bin/python3 torch_step.py [--llama JSON] BATCH SEQ STEPS THREADS [bf16]
+       TORCH_STEP_DEVICE=cuda: the GPT-2 step on the GPU instead (scripts/gpu-check's peer)
        /usr/bin/python3 torch_step.py --llama JSON --params
            the Llama's parameter count, params=N (bench/step/run checks it against bora's)
        /usr/bin/python3 torch_step.py --llama JSON --write-case SEQ DIR
@@ -61,7 +62,7 @@ class GPT2(nn.Module):
         self.ln_f = nn.LayerNorm(d)
 
     def forward(self, ids, targets):
-        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
         for b in self.h:
             x = b(x)
         logits = self.ln_f(x) @ self.wte.weight.t()
@@ -277,8 +278,14 @@ def blas_line():
 def main(batch, seq, steps, threads, bf16, llama):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    print("torch %s, %d threads, BLAS: %s" % (torch.__version__, torch.get_num_threads(),
-                                            blas_line()))
+    device = os.environ.get("TORCH_STEP_DEVICE", "cpu")
+    if device == "cuda":
+        print("torch %s on %s (f32 matmuls in f32: no TF32)" % (torch.__version__,
+                                                                 torch.cuda.get_device_name()))
+        torch.backends.cuda.matmul.allow_tf32 = False
+    else:
+        print("torch %s, %d threads, BLAS: %s" % (torch.__version__, torch.get_num_threads(),
+                                                blas_line()))
     if llama:
         model, vocab = Llama(llama), llama["vocab_size"]
     else:
@@ -286,17 +293,20 @@ def main(batch, seq, steps, threads, bf16, llama):
         for m in model.modules():  # GPT-2's initialisation
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=0.02)
+    model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    ids = torch.randint(0, vocab, (batch, seq))
-    targets = torch.randint(0, vocab, (batch, seq))
+    ids = torch.randint(0, vocab, (batch, seq)).to(device)
+    targets = torch.randint(0, vocab, (batch, seq)).to(device)
     times = []
     for _ in range(steps):
         t = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
             loss = model(ids, targets)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
         print("torch step %.3f s, loss %.4f" % (times[-1], loss.item()), flush=True)
     warm = sorted(times[2:] if len(times) > 3 else times)

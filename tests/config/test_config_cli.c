@@ -84,7 +84,13 @@ int main(int argc, char **argv)
         free(out);
     }
 
-    /* Many mistakes: all reported at once, in file order, overrides last. */
+    /* Many mistakes: all reported at once, in file order, overrides last. The CUDA backend is
+     * built (and listed) where the CUDA toolkit was found. */
+#if BORA_TEST_CUDA
+#define CUDA_TOO ", cuda"
+#else
+#define CUDA_TOO ""
+#endif
     put("bad.yaml", "model:\n"
                     "  type: fixture\n"
                     "  widht: 3\n"
@@ -109,7 +115,7 @@ int main(int argc, char **argv)
                         "bad.yaml:9:27: unknown key 'pth' in trainer.tracker[0] (jsonl); did you "
                         "mean 'path'?\n"
                         "bad.yaml:10:12: trainer.backend: no backend named 'quantum'; available: "
-                        "fixture, cpu\n"
+                        "fixture, cpu" CUDA_TOO "\n"
                         "bad.yaml:11:1: unknown section 'dat'; did you mean 'data'?\n"
                         "in command-line override --trainer.num_train_step: unknown key "
                         "'num_train_step' in trainer; did you mean 'num_train_steps'?\n"

@@ -20,10 +20,11 @@ typedef struct rig {
     bora_cfg *cfg;
 } rig;
 
-/* Load the CPU backend from plugin_dir with num_threads (0: all cores): BORA_OK, or the
- * backend's refusal (its message in bora_error_get()). Exits when the plugin cannot be found. */
-static inline bora_status rig_try_open(rig *r, const char *plugin_dir, int num_threads,
-                                       uint64_t seed)
+/* Load backend (cpu, cuda) from plugin_dir with num_threads (0: all cores; the CPU backend's
+ * key): BORA_OK, or the backend's refusal (its message in bora_error_get()). Exits when the
+ * plugin cannot be found. */
+static inline bora_status rig_try_open_on(rig *r, const char *plugin_dir, const char *backend,
+                                          int num_threads, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
     r->reg = bora_registry_new();
@@ -32,7 +33,7 @@ static inline bora_status rig_try_open(rig *r, const char *plugin_dir, int num_t
         exit(1);
     }
     bora_registry_load(r->reg);
-    const bora_entry *e = bora_registry_find(r->reg, BORA_KIND_BACKEND, "cpu");
+    const bora_entry *e = bora_registry_find(r->reg, BORA_KIND_BACKEND, backend);
     if (!e) {
         fprintf(stderr, "rig: %s\n", bora_error_get());
         exit(1);
@@ -48,8 +49,15 @@ static inline bora_status rig_try_open(rig *r, const char *plugin_dir, int num_t
         bora_registry_free(r->reg);
         return st;
     }
-    r->store = g_store_new(r->ops, r->be, "cpu", seed);
+    r->store = g_store_new(r->ops, r->be, backend, seed);
     return BORA_OK;
+}
+
+/* The CPU backend. */
+static inline bora_status rig_try_open(rig *r, const char *plugin_dir, int num_threads,
+                                       uint64_t seed)
+{
+    return rig_try_open_on(r, plugin_dir, "cpu", num_threads, seed);
 }
 
 /* rig_try_open, exiting on failure. */
@@ -81,7 +89,8 @@ static inline const bora_optimizer_ops *rig_adamw(rig *r, bora_optimizer **opt)
     return ops;
 }
 
-/* Pointer to a parameter's data by name (host memory on the CPU backend). */
+/* Pointer to a parameter's data by name: host memory on the CPU backend only (a device address
+ * elsewhere; rig_copy works on any backend). */
 static inline void *rig_param(rig *r, const char *name)
 {
     long i = g_store_find(r->store, name);
@@ -92,6 +101,20 @@ static inline void *rig_grad(rig *r, const char *name)
 {
     long i = g_store_find(r->store, name);
     return i < 0 ? NULL : r->store->grad_ptr + r->store->slots[i].offset;
+}
+
+/* Copy a parameter's (grad: its gradient's) bytes [at, at + n) out to dst (out) or in from dst
+ * (!out), on any backend; BORA_OK or the backend's error. */
+static inline bora_status rig_copy(rig *r, int grad, const char *name, size_t at, void *dst,
+                                   size_t n, int out)
+{
+    long i = g_store_find(r->store, name);
+    if (i < 0)
+        return BORA_ERR_NOT_FOUND;
+    bora_buffer *buf = grad ? r->store->grads : r->store->params;
+    size_t off = r->store->slots[i].offset + at;
+    return out ? r->ops->copy_out(r->be, dst, buf, off, n)
+               : r->ops->copy_in(r->be, buf, off, dst, n);
 }
 
 #endif
