@@ -130,6 +130,9 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
     /* the factor cast once per dtype: each parameter's update is then the same chain of
      * elementwise ops, run together as one multi-tensor pass */
     gval *scale_as[BORA_DTYPE_U8 + 1] = {0};
+    gval **seen = calloc(n ? n : 1, sizeof *seen); /* each parameter's gradient as updated */
+    if (!seen)
+        g_fail(g, "out of memory");
     for (size_t j = 0; j < 2 * n * n_groups && !g->status; j++) {
         /* group by group, the parameters with weight decay first, then the others: each run
          * the same chain of ops */
@@ -151,6 +154,7 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
         for (int d = 0; d < s->ndim; d++)
             elements *= s->dims[d];
         out->reporter = (tr_reporter){&out->metrics, ops, elements};
+        seen[i] = gr;
         bora_param_update u = {sizeof u,
                                !(s->flags & BORA_PARAM_NO_DECAY),
                                s->name,
@@ -168,6 +172,35 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
             break;
         }
     }
+    /* Metrics reported after every update (bora_optimizer_ops.build_metrics), in parameter
+     * order: their sums then follow the updates rather than splitting them. */
+    for (size_t i = 0; i < n && !g->status; i++) {
+        size_t k = group_of ? group_of[i] : 0;
+        const bora_optimizer_ops *ops = groups[k].ops;
+        if (!ops->build_metrics || !seen[i])
+            continue;
+        const g_slot *s = &store->slots[i];
+        int64_t elements = 1;
+        for (int d = 0; d < s->ndim; d++)
+            elements *= s->dims[d];
+        gval *state[8];
+        for (size_t b = 0; b < count_names(ops->slots); b++)
+            state[b] = g_state_leaf(g, (long)i, (int)b);
+        out->reporter = (tr_reporter){&out->metrics, ops, elements};
+        bora_param_update u = {sizeof u,         !(s->flags & BORA_PARAM_NO_DECAY),
+                               s->name,          params[i],
+                               seen[i],          state,
+                               scalars + 16 * k, tr_metrics_report,
+                               &out->reporter};
+        if (ops->build_metrics(groups[k].opt, gp, &u) != BORA_OK) {
+            if (!g->status && k)
+                g_fail(g, "optimizer.groups[%zu] (%s): %s", k - 1, ops->hdr.name, bora_error_get());
+            else if (!g->status)
+                g_fail(g, "optimizer '%s': %s", ops->hdr.name, bora_error_get());
+            break;
+        }
+    }
+    free(seen);
     /* The gradients start from zero again for the next step's micro-batches, unless every
      * train graph writes them (one micro-batch a step: the next run overwrites them all). */
     int zero = !store->grad_writers || store->grad_adders;

@@ -145,6 +145,11 @@ typedef struct bora_optimizer_ops {
     /* Metrics the updates report through u->report, terminated by a NULL name; logged by the
      * host at every step (a metric reported only on estimate steps is logged on those). */
     const bora_optimizer_metric *metrics;
+    /* Optional: called for every parameter after every parameter's build_update, with u->state
+     * holding the updated state (u->grad as the update saw it): report metrics here rather than
+     * in build_update, so that their sums do not sit between two parameters' updates and the
+     * updates still run as one multi-tensor pass. */
+    bora_status (*build_metrics)(bora_optimizer *o, bora_graph *g, const bora_param_update *u);
 } bora_optimizer_ops;
 
 #ifdef __cplusplus

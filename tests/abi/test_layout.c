@@ -294,7 +294,9 @@ static void layout(void)
     _Static_assert(offsetof(bora_param_update, grad) == 24, "bora_param_update.grad");
     _Static_assert(offsetof(bora_param_update, state) == 32, "bora_param_update.state");
     _Static_assert(offsetof(bora_param_update, scalars) == 40, "bora_param_update.scalars");
-    _Static_assert(sizeof(bora_optimizer_ops) == 104, "size of bora_optimizer_ops");
+    _Static_assert(sizeof(bora_optimizer_ops) == 112, "size of bora_optimizer_ops");
+    _Static_assert(offsetof(bora_optimizer_ops, build_metrics) == 104,
+                   "bora_optimizer_ops.build_metrics");
     _Static_assert(offsetof(bora_optimizer_ops, hessian) == 80, "bora_optimizer_ops.hessian");
     _Static_assert(offsetof(bora_optimizer_ops, build_hessian_update) == 88,
                    "bora_optimizer_ops.build_hessian_update");

@@ -22,6 +22,7 @@ typedef struct sophia {
     int kind; /* BORA_HESSIAN_HUTCHINSON or BORA_HESSIAN_GNB */
     double beta1, beta2, epsilon, gamma, rho, weight_decay;
     int64_t update_interval, micro_batches;
+    int log_metrics;
 } sophia;
 
 /* clang-format off */
@@ -33,6 +34,8 @@ typedef struct sophia {
     {"weight_decay", BORA_KEY_FLOAT, 0, "0.1",                                                     \
      "decoupled weight decay, 0 or more (not on norms, biases or embeddings)"},                    \
     {"update_interval", BORA_KEY_INT, 0, "10", "k: a Hessian estimate at steps 1, 1 + k, 1 + 2k, ..."}, \
+    {"log_metrics", BORA_KEY_BOOL, 0, "true",                                                      \
+     "log optim/hessian_norm and optim/unclipped_fraction each step"},                             \
     {"hessian_micro_batches", BORA_KEY_INT, 0, "0",                                                \
      "the estimate reads the step's first this many micro-batches (0: all of them)"},              \
     {NULL, 0, 0, NULL, NULL}
@@ -47,7 +50,10 @@ static const bora_key sophia_g_keys[] = {
 
 static const char *const sophia_slots[] = {"m", "h", NULL};
 /* step = lr, decay = lr·wd, bc1 = 1/(1-β1^t) */
-static const char *const sophia_scalars[] = {"lr", "decay", "bc1", NULL};
+/* lr, decay = lr·wd, bc1 = 1/(1-β1^t), and the constants ε, ρ and -ρ as inputs too: a constant
+ * made in the graph is a kernel of its own between two parameters' updates, which would keep the
+ * planner from running the updates as one multi-tensor pass */
+static const char *const sophia_scalars[] = {"lr", "decay", "bc1", "eps", "rho", "neg_rho", NULL};
 enum { METRIC_HESSIAN_NORM, METRIC_UNCLIPPED };
 static const bora_optimizer_metric sophia_metrics[] = {
     {"optim/hessian_norm", BORA_METRIC_NORM, 0},
@@ -79,6 +85,8 @@ static bora_status create(const bora_host *h, const bora_config *cfg, int kind,
         st = h->config_int(h, cfg, "update_interval", 10, &s->update_interval);
     if (st == BORA_OK)
         st = h->config_int(h, cfg, "hessian_micro_batches", 0, &s->micro_batches);
+    if (st == BORA_OK)
+        st = h->config_bool(h, cfg, "log_metrics", 1, &s->log_metrics);
     /* Each range written so that NaN falls outside it. */
     if (st == BORA_OK && !(s->beta1 >= 0 && s->beta1 < 1))
         st = h->fail(h, BORA_ERR_CONFIG, "optimizer.beta1: %g is not in [0, 1)", s->beta1);
@@ -133,6 +141,9 @@ static bora_status step_scalars(bora_optimizer *o, int64_t step, double lr, doub
     v[0] = lr;
     v[1] = lr * s->weight_decay;
     v[2] = 1.0 / (1.0 - pow(s->beta1, (double)step));
+    v[3] = s->epsilon;
+    v[4] = s->rho;
+    v[5] = -s->rho;
     return BORA_OK;
 }
 
@@ -173,31 +184,45 @@ static bora_status update(bora_optimizer *o, bora_graph *g, const bora_param_upd
     const bora_graph_api *A = g->api;
     bora_tensor *gr = u->grad, *m = u->state[0], *h = u->state[1];
     bora_tensor *lr = u->scalars[0], *decay = u->scalars[1], *bc1 = u->scalars[2];
+    bora_tensor *eps = u->scalars[3], *rho = u->scalars[4], *neg_rho = u->scalars[5];
     /* each operand named, so the nodes come in one order whatever the compiler's order of
      * evaluating arguments */
     bora_tensor *g1 = A->scale(g, gr, 1.0 - s->beta1), *m1 = A->scale(g, m, s->beta1);
     bora_tensor *m2 = bora_add(g, m1, g1);
     bora_tensor *mhat = bora_mul(g, m2, bc1);
-    bora_tensor *den =
-        bora_maximum(g, A->scale(g, h, s->gamma), bora_scalar_like(g, h, s->epsilon));
+    bora_tensor *den = bora_maximum(g, A->scale(g, h, s->gamma), eps);
     bora_tensor *ratio = bora_div(g, mhat, den);
-    bora_tensor *clipped = bora_clamp(g, ratio, -s->rho, s->rho);
+    /* clip(r, -ρ, ρ) as bora_clamp computes it: maximum first, then minimum */
+    bora_tensor *clipped = bora_minimum(g, bora_maximum(g, ratio, neg_rho), rho);
     bora_tensor *p = u->param;
     if (u->weight_decay)
         p = bora_sub(g, p, bora_mul(g, p, decay));
     bora_tensor *p2 = bora_sub(g, p, bora_mul(g, clipped, lr));
     bora_status st = BORA_OK;
-    if (u->report) {
-        bora_tensor *inside =
-            bora_less(g, bora_unary(g, BORA_OP_ABS, ratio), bora_scalar_like(g, ratio, s->rho));
-        st = u->report(g, u, METRIC_UNCLIPPED, sum_all(g, inside));
-        if (st == BORA_OK)
-            st = u->report(g, u, METRIC_HESSIAN_NORM, sum_all(g, bora_mul(g, h, h)));
-    }
     if (st == BORA_OK)
         st = A->assign(g, m, m2);
     if (st == BORA_OK)
         st = A->assign(g, u->param, p2);
+    return st == BORA_OK ? bora_graph_status(g) : st;
+}
+
+/* The metrics, after every parameter's update (build_metrics): the ratio again from the updated
+ * m and h, the same values the update clipped. */
+static bora_status metrics(bora_optimizer *o, bora_graph *g, const bora_param_update *u)
+{
+    const sophia *s = (const sophia *)o;
+    if (!u->report || !s->log_metrics)
+        return BORA_OK;
+    const bora_graph_api *A = g->api;
+    bora_tensor *m = u->state[0], *h = u->state[1];
+    bora_tensor *bc1 = u->scalars[2], *eps = u->scalars[3], *rho = u->scalars[4];
+    bora_tensor *mhat = bora_mul(g, m, bc1);
+    bora_tensor *den = bora_maximum(g, A->scale(g, h, s->gamma), eps);
+    bora_tensor *ratio = bora_div(g, mhat, den);
+    bora_tensor *inside = bora_less(g, bora_unary(g, BORA_OP_ABS, ratio), rho);
+    bora_status st = u->report(g, u, METRIC_UNCLIPPED, sum_all(g, inside));
+    if (st == BORA_OK)
+        st = u->report(g, u, METRIC_HESSIAN_NORM, sum_all(g, bora_mul(g, h, h)));
     return st == BORA_OK ? bora_graph_status(g) : st;
 }
 
@@ -213,6 +238,7 @@ static const bora_optimizer_ops sophia_h_ops = {
     .hessian = hessian,
     .build_hessian_update = hessian_update,
     .metrics = sophia_metrics,
+    .build_metrics = metrics,
 };
 
 static const bora_optimizer_ops sophia_g_ops = {
@@ -227,6 +253,7 @@ static const bora_optimizer_ops sophia_g_ops = {
     .hessian = hessian,
     .build_hessian_update = hessian_update,
     .metrics = sophia_metrics,
+    .build_metrics = metrics,
 };
 
 static bora_status sophia_init(const bora_host *h)
