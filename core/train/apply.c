@@ -159,7 +159,8 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
                                state,
                                scalars + 16 * k,
                                tr_metrics_report,
-                               &out->reporter};
+                               &out->reporter,
+                               s->flags};
         if (ops->build_update(groups[k].opt, gp, &u) != BORA_OK) {
             if (!g->status && k)
                 g_fail(g, "optimizer.groups[%zu] (%s): %s", k - 1, ops->hdr.name, bora_error_get());
