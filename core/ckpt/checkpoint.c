@@ -524,6 +524,16 @@ static bora_status read_block(g_store *s, const char *dir, const char *file, bor
     char *block = malloc(s->param_bytes ? s->param_bytes : 1);
     if (!block || !pairs)
         st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    /* names before counts: a missing tensor is named (a resume whose optimizer.groups changed
+     * a parameter's slots), and only a file with tensors beyond the run's is counted */
+    for (size_t k = 0; k < n && st == BORA_OK; k++) {
+        const g_slot *sl = &s->slots[pairs[2 * k + 1]];
+        char name[1024];
+        snprintf(name, sizeof name, "%s%s%s", slots ? slots[pairs[2 * k + 1]][pairs[2 * k]] : "",
+                 slots ? "." : "", sl->name);
+        if (!bora_st_find(f, name))
+            st = bora_error_set(BORA_ERR_CONFIG, "%s: no tensor '%s'", path, name);
+    }
     if (st == BORA_OK && f->n_tensors != n)
         st = bora_error_set(BORA_ERR_CONFIG, "%s: %zu tensors, the run has %zu", path, f->n_tensors,
                             n);

@@ -110,8 +110,9 @@ int bora_parse_bytes(const char *s, uint64_t *out);
 
 /* A new map holding base's keys less those named in drop (NULL-terminated; may be NULL) and
  * those filled in as defaults, with over's keys (less drop) replacing or following them: an
- * optimizer group's configuration over the optimizer's. Its values are shallow copies, so messages about them name where they were
- * written; its path is over's. NULL when out of memory. */
+ * optimizer group's configuration over the optimizer's. Its values are shallow copies that keep
+ * the file, line and column they were written at, but every key's path is over's: a base key
+ * copied in reads optimizer.groups[k].<key>. NULL when out of memory. */
 struct bora_config *bora_cfg_overlay(struct bora_config *base, struct bora_config *over,
                                      const char *const *drop);
 

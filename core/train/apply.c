@@ -6,6 +6,8 @@
 
 #include "../util/log.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,7 +165,8 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
                                state,
                                scalars + 16 * k,
                                tr_metrics_report,
-                               &out->reporter};
+                               &out->reporter,
+                               s->flags};
         if (ops->build_update(groups[k].opt, gp, &u) != BORA_OK) {
             if (!g->status && k)
                 g_fail(g, "optimizer.groups[%zu] (%s): %s", k - 1, ops->hdr.name, bora_error_get());
@@ -191,7 +194,7 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
                                s->name,          params[i],
                                seen[i],          state,
                                scalars + 16 * k, tr_metrics_report,
-                               &out->reporter};
+                               &out->reporter,   s->flags};
         if (ops->build_metrics(groups[k].opt, gp, &u) != BORA_OK) {
             if (!g->status && k)
                 g_fail(g, "optimizer.groups[%zu] (%s): %s", k - 1, ops->hdr.name, bora_error_get());
@@ -229,8 +232,16 @@ bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad
         const bora_apply_group *gr = &a->groups[k];
         double values[16];
         if (gr->ops->step_scalars &&
-            gr->ops->step_scalars(gr->opt, step, lr * gr->lr_scale, values) != BORA_OK)
-            return BORA_ERR_INVALID;
+            gr->ops->step_scalars(gr->opt, step, lr * gr->lr_scale, values) != BORA_OK) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", bora_error_get());
+            if (k)
+                return bora_error_set(BORA_ERR_INVALID,
+                                      "optimizer.groups[%zu] (%s), step %" PRId64 ": %s", k - 1,
+                                      gr->ops->hdr.name, step, why);
+            return bora_error_set(BORA_ERR_INVALID, "optimizer '%s', step %" PRId64 ": %s",
+                                  gr->ops->hdr.name, step, why);
+        }
         for (size_t i = 0; i < a->n_scalars[k]; i++) {
             float v = (float)values[i];
             bora_status st = g_set_input(a->g, a->scalar_names[k][i], &v, sizeof v);

@@ -164,7 +164,8 @@ static bora_status build_fold(bora_hessian *h, const size_t *group_of)
                                state,
                                scalars + 16 * k,
                                tr_metrics_report,
-                               &h->reporter};
+                               &h->reporter,
+                               s->flags};
         if (ops->build_hessian_update(a->groups[k].opt, gp, &u) != BORA_OK) {
             if (!g->status && k)
                 g_fail(g, "optimizer.groups[%zu] (%s): %s", k - 1, ops->hdr.name, bora_error_get());

@@ -467,6 +467,23 @@ bora_status tr_restore(trainer *t, int64_t *start)
             return st; /* the differences are listed; an earlier checkpoint would differ too */
         }
         if (st == BORA_ERR_CONFIG) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", bora_error_get());
+            /* the model fits, so the optimizer's state slots are what changed */
+            if (bora_ckpt_verify(t->store, NULL, dir) == BORA_OK) {
+                free(steps);
+                return bora_error_set(
+                    st,
+                    "cannot resume from %s: %s: the optimizer state does not fit "
+                    "optimizer.groups (a parameter's optimizer, and with it its state, changed); "
+                    "restore the groups it was saved with, or give another trainer.id to start "
+                    "afresh%s",
+                    dir, why,
+                    t->force ? " (--force resumes past changed group keys only while every "
+                               "parameter keeps its optimizer's state)"
+                             : "");
+            }
+            bora_error_set(st, "%s", why);
             free(steps);
             return bora_error_set(st,
                                   "cannot resume from %s: %s: the checkpoint does not fit this "

@@ -116,7 +116,10 @@ static inline bora_init bora_init_normal(double std)
 }
 
 /* Parameter flags. */
-#define BORA_PARAM_NO_DECAY 1u /* excluded from weight decay (norms, biases, embeddings) */
+#define BORA_PARAM_NO_DECAY 1u /* excluded from weight decay (norms, biases, GPT-2's embeddings) */
+/* ABI 1.11: a matrix stored (fan_in, fan_out), as GPT-2's Conv1D: its first axis is the input
+ * (nn.Linear's weight, (fan_out, fan_in), has no flag) */
+#define BORA_PARAM_IN_OUT 2u
 
 /* Op ids: the index of a backend's kernel table. Only ever appended. */
 typedef enum bora_op {

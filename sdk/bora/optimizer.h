@@ -114,6 +114,9 @@ typedef struct bora_param_update {
     bora_status (*report)(bora_graph *g, const struct bora_param_update *u, int32_t metric,
                           bora_tensor *value);
     void *host_private;
+    /* ABI 1.11: the parameter's BORA_PARAM_* flags (BORA_PARAM_IN_OUT: a matrix stored
+     * (fan_in, fan_out)); read it only where struct_size reaches it. */
+    uint32_t flags;
 } bora_param_update;
 
 typedef struct bora_optimizer_ops {

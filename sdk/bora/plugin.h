@@ -79,8 +79,9 @@ extern "C" {
  * bora_model_ops.hf_keys, the config.json keys bora import reads, with bora_hf_key and
  * bora_hf_rule; 1.11 appends the op BORA_OP_SAMPLE (a token per row drawn from softmax(logits)
  * with Philox, bora_opt_sample), which the host asks only of backends built for 1.11 or later,
- * bora_graph_api.sample, and bora_optimizer_ops.hessian, build_hessian_update, metrics and build_metrics with
- * bora_param_update.report: second-order estimates and per-step metrics for optimizers). A minor
+ * bora_graph_api.sample, and bora_optimizer_ops.hessian, build_hessian_update, metrics and
+ * build_metrics with bora_param_update.report: second-order estimates and per-step metrics for
+ * optimizers; and bora_param_update.flags with BORA_PARAM_IN_OUT, a matrix's storage order). A minor
  * bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
 #define BORA_ABI_MINOR 11

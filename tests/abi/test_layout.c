@@ -23,6 +23,8 @@ _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SL
                    BORA_OP_RMS_NORM_GRAD == 53 && BORA_OP_ROPE == 54 && BORA_OP_SAMPLE == 55 &&
                    BORA_OP_COUNT_ == 56,
                "op ids changed");
+/* parameter flags are stored in checkpoints' parameter slots and passed to optimizers */
+_Static_assert(BORA_PARAM_NO_DECAY == 1u && BORA_PARAM_IN_OUT == 2u, "parameter flags changed");
 
 static void layout(void)
 {
@@ -282,7 +284,8 @@ static void layout(void)
     _Static_assert(offsetof(bora_model_ops, destroy) == 48, "bora_model_ops.destroy");
     _Static_assert(offsetof(bora_model_ops, hf_config) == 56, "bora_model_ops.hf_config");
     _Static_assert(offsetof(bora_model_ops, hf_keys) == 64, "bora_model_ops.hf_keys");
-    _Static_assert(sizeof(bora_param_update) == 64, "size of bora_param_update");
+    _Static_assert(sizeof(bora_param_update) == 72, "size of bora_param_update");
+    _Static_assert(offsetof(bora_param_update, flags) == 64, "bora_param_update.flags");
     _Static_assert(offsetof(bora_param_update, report) == 48, "bora_param_update.report");
     _Static_assert(offsetof(bora_param_update, host_private) == 56,
                    "bora_param_update.host_private");

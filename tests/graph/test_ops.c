@@ -13,8 +13,9 @@
  *   added without a case fails here.
  * With a backend named (cuda), the cases run on it instead (the host reaches its memory only
  * by copies): a case needing an op it has no kernel for, and which the host cannot decompose,
- * is listed as skipped; the CPU backend's own checks (threads, ABI versions) do not run. Exits
- * 77 (skipped) when the backend cannot run here, e.g. no GPU.
+ * is skipped only where expected_skips lists the op for that backend, and fails otherwise.
+ * Exits 77 (skipped) when the backend reports no usable device here (no GPU); any other
+ * failure to create it fails. The CPU backend's own rules are test_op_rules.c's.
  *
  * usage: test_ops PLUGIN_DIR [BACKEND] */
 #include "../test.h"
@@ -99,14 +100,35 @@ static double *vals(rig *r, const char *name)
     return out;
 }
 
-/* A build that failed for want of a kernel on a backend other than the CPU's: listed, skipped. */
+/* The ops a backend other than the CPU's is known to lack, with no decomposition the host could
+ * run instead: a case needing one is skipped there. A case that fails for want of any other
+ * kernel fails the test, so a kernel that goes missing does not pass unseen. */
+static const struct {
+    const char *backend, *op; /* op as the build's error names it: g_op_name() */
+} expected_skips[] = {
+    {"cuda", "sample"}, /* no case here samples; listed as the README says */
+};
+
+/* A build that failed for want of a kernel on a backend other than the CPU's: listed and
+ * skipped where expected_skips names the op for it (1), else left to fail (0). */
 static int skipped_here(const char *what, int v, const char *error)
 {
-    if (!strcmp(backend_name, "cpu") || !strstr(error, "has no kernel for"))
+    const char *at = strstr(error, "has no kernel for '");
+    if (!strcmp(backend_name, "cpu") || !at)
         return 0;
-    printf("skip: %s/%d%s: %s\n", what, v, decomposed ? " (decomposed)" : "", error);
-    n_skipped++;
-    return 1;
+    at += strlen("has no kernel for '");
+    for (size_t i = 0; i < sizeof expected_skips / sizeof expected_skips[0]; i++) {
+        size_t n = strlen(expected_skips[i].op);
+        if (!strcmp(expected_skips[i].backend, backend_name) &&
+            !strncmp(at, expected_skips[i].op, n) && at[n] == '\'') {
+            printf("skip: %s/%d%s: %s\n", what, v, decomposed ? " (decomposed)" : "", error);
+            n_skipped++;
+            return 1;
+        }
+    }
+    fprintf(stderr, "%s/%d%s: a kernel '%s' lacks, not in expected_skips: %s\n", what, v,
+            decomposed ? " (decomposed)" : "", backend_name, error);
+    return 0;
 }
 
 /* ---- the cases ---------------------------------------------------------------------------- */
@@ -474,6 +496,57 @@ static void r_xent(rig *r, int v, double *out)
     free(a);
 }
 
+/* Long rows, past a GPU block's 256 threads, so a row kernel loops over its columns: 130 rows
+ * of softmax over 300 columns (v0), log-softmax over 600 (v1), layernorm over 333 (v2), and
+ * cross-entropy over a vocab of 520 with one target ignored (v3). For time, only with the fused
+ * kernels (the small cases check the decompositions) and finite differences on the first 8
+ * elements of each parameter. */
+enum { LR_ROWS = 130 };
+static const int64_t long_cols[4] = {300, 600, 333, 520};
+static int32_t long_targets[LR_ROWS];
+
+static bora_tensor *b_long_rows(bora_graph *g, int dt, int v)
+{
+    bora_axis ax[2] = {AX("row", LR_ROWS), AX("col", long_cols[v])};
+    bora_tensor *x = P(g, "a", dt, 2, ax);
+    if (v == 0 || v == 1)
+        return v ? g->api->log_softmax(g, x, "col") : g->api->softmax(g, x, "col");
+    if (v == 2)
+        return g->api->layernorm(g, x, P(g, "b", dt, 1, ax + 1), P(g, "c", dt, 1, ax + 1), "col",
+                                 1e-5);
+    bora_tensor *t = bora_input(g, "long_targets", BORA_DTYPE_I32, 1, ax);
+    bora_xent_opts o = {sizeof o, -100, 0.0};
+    return g->api->cross_entropy(g, x, t, "col", &o);
+}
+static void r_long_rows(rig *r, int v, double *out)
+{
+    int64_t n = long_cols[v];
+    double *x = vals(r, "a"), *w = v == 2 ? vals(r, "b") : NULL, *b = v == 2 ? vals(r, "c") : NULL;
+    if (v == 3)
+        out[0] = 0;
+    for (int i = 0; i < LR_ROWS; i++) {
+        const double *row = x + i * n;
+        double m = -INFINITY, s = 0, mean = 0, var = 0;
+        for (int64_t j = 0; j < n; j++) {
+            m = fmax(m, row[j]);
+            mean += row[j] / (double)n;
+        }
+        for (int64_t j = 0; j < n; j++) {
+            s += exp(row[j] - m);
+            var += (row[j] - mean) * (row[j] - mean) / (double)n;
+        }
+        if (v == 3 && long_targets[i] >= 0)
+            out[0] += m + log(s) - row[long_targets[i]];
+        for (int64_t j = 0; j < n && v < 3; j++)
+            out[i * n + j] = v == 0   ? exp(row[j] - m) / s
+                             : v == 1 ? row[j] - m - log(s)
+                                      : (row[j] - mean) / sqrt(var + 1e-5) * w[j] + b[j];
+    }
+    free(x);
+    free(w);
+    free(b);
+}
+
 /* embedding: table (embed, vocab) — vocab not first — by ids (batch, position). */
 static bora_tensor *b_embedding(bora_graph *g, int dt, int v)
 {
@@ -826,6 +899,7 @@ static const ocase cases[] = {
     {"layernorm", b_layernorm, r_layernorm, 1, 0},
     {"rms_norm", b_rms_norm, r_rms_norm, 3, 0},
     {"softmax", b_softmax, r_softmax, 2, 0},
+    {"long rows", b_long_rows, r_long_rows, 4, 1e-5}, /* losses near 1e5 */
     {"cross_entropy", b_xent, r_xent, 5, 0},
     {"embedding", b_embedding, r_embedding, 1, 0},
     {"attention", b_attention, r_attention, 4, 0},
@@ -841,6 +915,9 @@ static void fill_int_inputs(g_graph *g)
     g_set_input(g, "targets", targets6, sizeof targets6);
     g_set_input(g, "ids", ids6, sizeof ids6);
     g_set_input(g, "seg", seg8, sizeof seg8);
+    for (int i = 0; i < LR_ROWS; i++) /* spread over the vocab, one ignored */
+        long_targets[i] = i == 7 ? -100 : (int32_t)((i * 7919) % 520);
+    g_set_input(g, "long_targets", long_targets, sizeof long_targets);
     int32_t klen = 4;
     g_set_input(g, "klen", &klen, sizeof klen);
     int32_t rpos = 3;
@@ -947,7 +1024,7 @@ static void check_gradient(const ocase *c, int v)
         const g_slot *slot = &r.store->slots[s];
         size_t n = slot->nbytes / sizeof(double);
         double *grad = grads + slot->offset / sizeof(double), *p = vals(&r, slot->name);
-        for (size_t e = 0; e < n && e < 40; e++) {
+        for (size_t e = 0; e < n && e < (c->build == b_long_rows ? 8u : 40u); e++) {
             double keep = p[e], h = c->grad_tol ? 1e-3 : 1e-6, lp, lm, set;
             size_t at = e * sizeof(double);
             set = keep + h;
@@ -977,497 +1054,6 @@ done:
     free(w);
     g_graph_free(g);
     rig_close(&r);
-}
-
-/* Model state and write_slice: a cache of 5 rows shared by two graphs ("fill" writes 2 rows at
- * row 0 and returns the state; "step" writes one row at a runtime position and returns the
- * masked sum of the state after it), kept between runs and graphs, zeroed on request; a start
- * past the end fails the run; misuse fails the build. */
-static void check_write_slice(void)
-{
-    rig r;
-    rig_open(&r, plugin_dir, 1, 1);
-    const bora_graph_api *A = &g_api;
-    g_graph *fill = g_graph_new(r.store, BORA_MODE_PREFILL);
-    g_graph *step = g_graph_new(r.store, BORA_MODE_DECODE);
-    bora_axis cache_a[2] = {{"row", 5}, {"col", 3}}, two[2] = {{"col", 3}, {"row", 2}};
-    bora_axis one[2] = {{"row", 1}, {"col", 3}};
-    bora_tensor *c = A->state(&fill->pub, "cache", BORA_DTYPE_F64, 2, cache_a);
-    bora_tensor *x = A->input(&fill->pub, "x", BORA_DTYPE_F64, 2, two); /* other axis order */
-    fill->output = A->write_slice(&fill->pub, c, x, "row", NULL);
-    CHECK(fill->output != NULL);
-    c = A->state(&step->pub, "cache", BORA_DTYPE_F64, 2, cache_a);
-    bora_tensor *y = A->input(&step->pub, "y", BORA_DTYPE_F64, 2, one);
-    bora_tensor *pos = A->extent(&step->pub, "pos", 4);
-    bora_tensor *c2 = A->write_slice(&step->pub, c, y, "row", pos);
-    bora_tensor *mask = A->input(&step->pub, "mask", BORA_DTYPE_F64, 1, cache_a);
-    const char *rows[] = {"row", "col"};
-    step->output = A->reduce(&step->pub, BORA_OP_SUM, bora_mul(&step->pub, c2, mask), 2, rows);
-    CHECK(g_finalize(fill) == BORA_OK && g_finalize(step) == BORA_OK);
-    CHECK(g_store_materialize(r.store) == BORA_OK);
-    double xv[6] = {1, 2, 3, 4, 5, 6}; /* (col, row): rows 0 = {1, 3, 5}, 1 = {2, 4, 6} */
-    CHECK(g_set_input(fill, "x", xv, sizeof xv) == BORA_OK && g_run(fill) == BORA_OK);
-    double got[15], want[15] = {1, 3, 5, 2, 4, 6};
-    CHECK(g_read(fill, fill->output, got, sizeof got) == BORA_OK);
-    CHECK(!memcmp(got, want, sizeof got));
-    double ones[5] = {1, 1, 1, 1, 1}, yv[3] = {10, 20, 30}, sum = 0;
-    int32_t p = 3;
-    CHECK(g_set_input(step, "mask", ones, sizeof ones) == BORA_OK);
-    CHECK(g_set_input(step, "y", yv, sizeof yv) == BORA_OK);
-    CHECK(g_set_input(step, "pos", &p, sizeof p) == BORA_OK);
-    CHECK(g_run(step) == BORA_OK && g_read(step, step->output, &sum, sizeof sum) == BORA_OK);
-    CHECK(sum == 21 + 60); /* the fill graph's rows are still there, and row 3 is new */
-    p = 4;
-    g_set_input(step, "pos", &p, sizeof p);
-    CHECK(g_run(step) == BORA_OK && g_read(step, step->output, &sum, sizeof sum) == BORA_OK);
-    CHECK(sum == 21 + 120);
-    for (int k = 0; k < BORA_OP_COUNT_; k++)
-        ops_seen[k] += step->op_runs[k];
-    /* an extent holds a position 0..max; past the end, the kernel refuses at run time */
-    p = 5;
-    CHECK(g_set_input(step, "pos", &p, sizeof p) != BORA_OK);
-    CHECK(g_store_zero_model_state(r.store) == BORA_OK);
-    CHECK(g_run(fill) == BORA_OK && g_read(fill, fill->output, got, sizeof got) == BORA_OK);
-    CHECK(!memcmp(got, want, sizeof got)); /* rows 3, 4 zero again */
-    g_graph_free(fill);
-    g_graph_free(step);
-    rig_close(&r);
-
-    /* misuse: a start past the end at run time; a write in a train graph; another shape */
-    rig_open(&r, plugin_dir, 1, 1);
-    g_graph *g = g_graph_new(r.store, BORA_MODE_DECODE);
-    bora_axis three[2] = {{"row", 3}, {"col", 3}};
-    c = A->state(&g->pub, "cache", BORA_DTYPE_F64, 2, cache_a);
-    x = A->input(&g->pub, "x", BORA_DTYPE_F64, 2, three);
-    pos = A->extent(&g->pub, "pos", 4);
-    g->output = A->write_slice(&g->pub, c, x, "row", pos);
-    CHECK(g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK);
-    p = 3; /* 3 rows from 3 in 5 */
-    g_set_input(g, "pos", &p, sizeof p);
-    CHECK(g_run(g) != BORA_OK);
-    CHECK_CONTAINS(bora_error_get(), "3 rows from 3 do not fit in 5");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_TRAIN);
-    CHECK(A->state(&g->pub, "cache", BORA_DTYPE_F32, 2, cache_a) == NULL);
-    CHECK_CONTAINS(g->error, "declared again with another shape or dtype");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_TRAIN);
-    c = A->state(&g->pub, "cache", BORA_DTYPE_F64, 2, cache_a);
-    x = A->input(&g->pub, "x", BORA_DTYPE_F64, 2, three);
-    CHECK(A->write_slice(&g->pub, c, x, "row", NULL) == NULL);
-    CHECK_CONTAINS(g->error, "not written in a graph that is differentiated");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_DECODE);
-    x = A->input(&g->pub, "x", BORA_DTYPE_F64, 2, three);
-    CHECK(A->write_slice(&g->pub, x, x, "row", NULL) == NULL);
-    CHECK_CONTAINS(g->error, "is not model state");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_DECODE);
-    CHECK(A->state(&g->pub, "new", BORA_DTYPE_F64, 2, cache_a) == NULL);
-    CHECK_CONTAINS(g->error, "new after the store was allocated");
-    g_graph_free(g);
-    rig_close(&r);
-}
-
-/* An eval graph over f32 input "x" (n) and "y" (n) returning out (made contiguous), run once;
- * its output in got (n floats), and in *fused (if given) how fusion grouped it. 0 on success. */
-static int run_xy(bora_tensor *(*build)(bora_graph *, bora_tensor *, bora_tensor *), const float *x,
-                  const float *y, int64_t n, float *got, int *fused)
-{
-    rig rr, *r = &rr;
-    rig_open(r, plugin_dir, 2, 3);
-    g_graph *g = g_graph_new(r->store, BORA_MODE_EVAL);
-    bora_axis ax[1] = {AX("i", n)};
-    bora_tensor *xt = bora_input(&g->pub, "x", BORA_DTYPE_F32, 1, ax);
-    bora_tensor *yt = bora_input(&g->pub, "y", BORA_DTYPE_F32, 1, ax);
-    bora_tensor *out = build(&g->pub, xt, yt);
-    if (out && out->base != out)
-        out = g->pub.api->contiguous(&g->pub, out);
-    g->output = out;
-    int rc = !out || g_finalize(g) || g_store_materialize(r->store) ||
-             g_set_input(g, "x", x, sizeof(float) * (size_t)n) ||
-             g_set_input(g, "y", y, sizeof(float) * (size_t)n) || g_run(g) ||
-             g_read(g, out, got, sizeof(float) * (size_t)n);
-    if (rc)
-        fprintf(stderr, "run_xy: %s\n", g->error[0] ? g->error : bora_error_get());
-    if (fused) /* the steps of its one fused group, or minus the number of groups */
-        *fused = g->n_fused == 1 ? g->fused[0].n_steps : -(int)g->n_fused;
-    g_graph_free(g);
-    rig_close(r);
-    return rc;
-}
-
-static bora_tensor *e_sign(bora_graph *g, bora_tensor *x, bora_tensor *y)
-{
-    (void)y;
-    return bora_unary(g, BORA_OP_SIGN, x);
-}
-static bora_tensor *e_max_xy(bora_graph *g, bora_tensor *x, bora_tensor *y)
-{
-    return bora_maximum(g, x, y);
-}
-static bora_tensor *e_max_yx(bora_graph *g, bora_tensor *x, bora_tensor *y)
-{
-    return bora_maximum(g, y, x);
-}
-static bora_tensor *e_min_yx(bora_graph *g, bora_tensor *x, bora_tensor *y)
-{
-    return bora_minimum(g, y, x);
-}
-static bora_tensor *e_ne(bora_graph *g, bora_tensor *x, bora_tensor *y)
-{
-    return bora_not_equal(g, x, y);
-}
-static bora_tensor *e_le(bora_graph *g, bora_tensor *x, bora_tensor *y)
-{
-    return bora_less_equal(g, x, y);
-}
-static bora_tensor *e_where_nan(bora_graph *g, bora_tensor *x, bora_tensor *y)
-{
-    return bora_where(g, x, y, bora_scalar_like(g, y, -1)); /* a NaN mask selects a */
-}
-/* a chain of every fusible new op, dense f32, 15 nodes: fused into one group */
-static bora_tensor *e_chain(bora_graph *g, bora_tensor *x, bora_tensor *y)
-{
-    bora_tensor *s = bora_unary(g, BORA_OP_SIN, x), *c = bora_unary(g, BORA_OP_COS, y);
-    bora_tensor *m = bora_maximum(g, s, bora_minimum(g, c, bora_unary(g, BORA_OP_ABS, x)));
-    bora_tensor *k = bora_add(g, bora_less(g, x, y), bora_equal(g, s, m));
-    k = bora_add(g, k, bora_mul(g, bora_less_equal(g, y, x), bora_not_equal(g, c, m)));
-    return bora_add(g, bora_mul(g, m, k), bora_unary(g, BORA_OP_SIGN, y));
-}
-
-/* The rules the header states, at the points a gradient check cannot see: signed zeros and
- * NaN, ties, integer constants and ramps, the fused path's bits, the errors, and the refusal of
- * a backend built before ABI 1.9. */
-static void check_elem_rules(void)
-{
-    const float x[6] = {0.0f, -0.0f, NAN, 2.0f, -3.0f, 1.0f};
-    const float y[6] = {1.0f, 1.0f, 1.0f, NAN, 1.0f, 1.0f};
-    float got[6];
-    /* sign keeps ±0 and NaN */
-    CHECK(run_xy(e_sign, x, y, 6, got, NULL) == 0);
-    CHECK(got[0] == 0 && !signbit(got[0]) && got[1] == 0 && signbit(got[1]) && isnan(got[2]) &&
-          got[3] == 1 && got[4] == -1 && got[5] == 1);
-    /* a NaN in either operand is the result; a tie gives the first operand (-0 vs 0: its sign) */
-    CHECK(run_xy(e_max_xy, x, y, 6, got, NULL) == 0);
-    CHECK(got[0] == 1 && isnan(got[2]) && isnan(got[3]) && got[4] == 1 && got[5] == 1);
-    CHECK(run_xy(e_max_yx, x, y, 6, got, NULL) == 0);
-    CHECK(got[0] == 1 && isnan(got[2]) && isnan(got[3]) && got[4] == 1);
-    const float z[6] = {-0.0f, 0.0f, 0, 0, 0, 0}, zp[6] = {0.0f, -0.0f, 0, 0, 0, 0};
-    CHECK(run_xy(e_min_yx, z, zp, 6, got, NULL) == 0); /* minimum(zp, z): zp's zero */
-    CHECK(got[0] == 0 && !signbit(got[0]) && signbit(got[1]));
-    CHECK(run_xy(e_max_yx, z, zp, 6, got, NULL) == 0); /* maximum(zp, z): zp's zero */
-    CHECK(got[0] == 0 && !signbit(got[0]) && signbit(got[1]));
-    /* comparisons with NaN: false, but not_equal's; a NaN mask selects a */
-    CHECK(run_xy(e_ne, x, y, 6, got, NULL) == 0);
-    CHECK(got[0] == 1 && got[2] == 1 && got[3] == 1 && got[5] == 0);
-    CHECK(run_xy(e_le, x, y, 6, got, NULL) == 0);
-    CHECK(got[0] == 1 && got[2] == 0 && got[3] == 0 && got[4] == 1 && got[5] == 1);
-    CHECK(run_xy(e_where_nan, x, y, 6, got, NULL) == 0);
-    CHECK(got[0] == -1 && got[1] == -1 && got[2] == 1 && isnan(got[3]) && got[4] == 1);
-    /* the fused path gives the plain kernels' bits */
-    enum { N = 3000 };
-    float *fx = malloc(sizeof(float) * N), *fy = malloc(sizeof(float) * N);
-    float *f1 = malloc(sizeof(float) * N), *f2 = malloc(sizeof(float) * N);
-    for (int i = 0; i < N; i++)
-        fx[i] = (float)sin(i * 0.37) * 3, fy[i] = i % 7 == 0 ? fx[i] : (float)cos(i * 0.11) * 2;
-    int n_fused = 0, n_plain = 0;
-    CHECK(run_xy(e_chain, fx, fy, N, f1, &n_fused) == 0);
-    setenv("BORA_NO_FUSION", "1", 1);
-    CHECK(run_xy(e_chain, fx, fy, N, f2, &n_plain) == 0);
-    unsetenv("BORA_NO_FUSION");
-    CHECK(n_fused == 15 && n_plain == 0); /* every node of the chain in one group */
-    CHECK(!memcmp(f1, f2, sizeof(float) * N));
-    free(fx), free(fy), free(f1), free(f2);
-
-    /* ties in the gradient: maximum's goes to its first operand, and clamp passes a value on
-     * its bound; sign's is zero */
-    rig r;
-    rig_open(&r, plugin_dir, 1, 3);
-    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
-    bora_graph *gp = &g->pub;
-    bora_axis ax[1] = {AX("i", 3)};
-    bora_tensor *p = bora_param(gp, "p", BORA_DTYPE_F64, 1, ax, bora_init_constant(0.5), 0);
-    bora_tensor *q = bora_param(gp, "q", BORA_DTYPE_F64, 1, ax, bora_init_constant(0.5), 0);
-    bora_tensor *w = gp->api->iota(gp, AX("i", 3), BORA_DTYPE_F64, 1, 1); /* 1, 2, 3 */
-    bora_tensor *t = bora_add(gp, bora_maximum(gp, p, q), bora_clamp(gp, q, -0.5, 0.5));
-    t = bora_add(gp, t, bora_unary(gp, BORA_OP_SIGN, p));
-    const char *names[1] = {"i"};
-    bora_tensor *loss = gp->api->reduce(gp, BORA_OP_SUM, bora_mul(gp, t, w), 1, names);
-    g->output = loss;
-    CHECK(loss && g_autodiff(g, loss) == BORA_OK && g_finalize(g) == BORA_OK);
-    CHECK(g_store_materialize(r.store) == BORA_OK && g_run(g) == BORA_OK);
-    const double *dp = rig_grad(&r, "p"), *dq = rig_grad(&r, "q");
-    CHECK(dp[0] == 1 && dp[1] == 2 && dp[2] == 3 && dq[0] == 1 && dq[1] == 2 && dq[2] == 3);
-    g_graph_free(g);
-    rig_close(&r);
-    /* integer constants and ramps are exact (each graph on its own store, allocated for it) */
-    rig_open(&r, plugin_dir, 1, 3);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    bora_tensor *ramp = gp->api->iota(gp, AX("i", 4), BORA_DTYPE_I32, 5, -3);
-    g->output = ramp;
-    int32_t iv[4];
-    CHECK(ramp && g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
-          g_run(g) == BORA_OK && g_read(g, ramp, iv, sizeof iv) == BORA_OK);
-    CHECK(iv[0] == 5 && iv[1] == 2 && iv[2] == -1 && iv[3] == -4);
-    CHECK(g->op_runs[BORA_OP_IOTA] == 1);
-    g_graph_free(g);
-    rig_close(&r);
-    rig_open(&r, plugin_dir, 1, 3);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    bora_tensor *c7 =
-        gp->api->full(gp, BORA_DTYPE_I32, 2, (bora_axis[]){AX("j", 2), AX("k", 3)}, 7);
-    g->output = c7;
-    int32_t cv[6];
-    CHECK(c7 && g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
-          g_run(g) == BORA_OK && g_read(g, c7, cv, sizeof cv) == BORA_OK);
-    for (int i = 0; i < 6; i++)
-        CHECK(cv[i] == 7);
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    /* misuse: each a build error naming what to fix */
-    CHECK(gp->api->iota(gp, AX("i", 4), BORA_DTYPE_I32, 0, 0.5) == NULL);
-    CHECK_CONTAINS(g->error, "iota along 'i' (4): an i32 ramp needs integer start and step");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    CHECK(gp->api->iota(gp, AX("i", 4), BORA_DTYPE_I32, 2147483646.0, 1) == NULL);
-    CHECK_CONTAINS(g->error, "every value within i32");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    CHECK(gp->api->full(gp, BORA_DTYPE_I32, 0, NULL, 1.5) == NULL);
-    CHECK_CONTAINS(g->error, "full: 1.5 is not a value of an integer dtype");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    bora_tensor *a32 = bora_input(gp, "a", BORA_DTYPE_F32, 1, ax);
-    bora_tensor *b64 = bora_input(gp, "b", BORA_DTYPE_F64, 1, ax);
-    CHECK(bora_where(gp, a32, a32, b64) == NULL);
-    CHECK_CONTAINS(g->error, "where: the mask 'a' (i=3) and b 'b' (i=3) have different dtypes");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    a32 = bora_input(gp, "a", BORA_DTYPE_F32, 1, ax);
-    bora_tensor *j32 = bora_input(gp, "j", BORA_DTYPE_F32, 1, (bora_axis[]){AX("j", 2)});
-    CHECK(bora_where(gp, a32, a32, j32) == NULL);
-    CHECK_CONTAINS(g->error, "has every axis of the others; broadcast one explicitly");
-    g_graph_free(g);
-    rig_close(&r);
-
-    /* a backend built for ABI 1.8 is never asked for a 1.9 op: the build fails naming it */
-    rig_open(&r, plugin_dir, 1, 3);
-    g_store_mixed(r.store, 0, 0, 8);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    g->output = bora_unary(gp, BORA_OP_COS, bora_input(gp, "a", BORA_DTYPE_F32, 1, ax));
-    CHECK(g_finalize(g) != BORA_OK);
-    CHECK_CONTAINS(g->error, "backend 'cpu' was built for ABI 1.8, which has no op 'cos' (ABI "
-                             "1.9); rebuild the backend against this SDK");
-    g_graph_free(g);
-    rig_close(&r);
-}
-
-/* rms_norm in f32 over (r=37, d=96), d last, with a weight: y of an eval graph, then dx and
- * dweight of sum(y · m) for a fixed input m, read into out (37·96 + 37·96 + 96 floats).
- * backend_minor is the ABI minor the store believes of the backend, compute trainer.mp's c. 0 on
- * success; the number of fused rms_norm kernels that ran in *fused_runs. */
-enum { RMS_R = 37, RMS_D = 96, RMS_OUT = RMS_R * RMS_D * 2 + RMS_D };
-static int run_rms(int threads, uint32_t backend_minor, int compute, float *out,
-                   uint64_t *fused_runs)
-{
-    rig r;
-    rig_open(&r, plugin_dir, threads, 5);
-    g_store_mixed(r.store, compute, 0, backend_minor);
-    bora_axis ax[2] = {AX("r", RMS_R), AX("d", RMS_D)};
-    g_graph *e = g_graph_new(r.store, BORA_MODE_EVAL), *t = g_graph_new(r.store, BORA_MODE_TRAIN);
-    bora_tensor *ye = NULL, *loss = NULL;
-    for (int k = 0; k < 2; k++) {
-        bora_graph *gp = k ? &t->pub : &e->pub;
-        bora_tensor *x = P(gp, "x", BORA_DTYPE_F32, 2, ax),
-                    *w = P(gp, "w", BORA_DTYPE_F32, 1, &ax[1]);
-        bora_tensor *y = gp->api->rms_norm(gp, x, w, "d", 1e-6, 0);
-        if (!k) {
-            ye = e->output = y;
-            continue;
-        }
-        bora_tensor *m = bora_input(gp, "m", BORA_DTYPE_F32, 2, ax);
-        const char *names[2] = {"r", "d"};
-        loss = t->output = gp->api->reduce(gp, BORA_OP_SUM, bora_mul(gp, y, m), 2, names);
-    }
-    float *m = malloc(sizeof(float) * RMS_R * RMS_D);
-    for (int i = 0; i < RMS_R * RMS_D; i++)
-        m[i] = (float)sin(0.3 + i * 0.7);
-    int rc = !ye || !loss || g_finalize(e) || g_autodiff(t, loss) || g_finalize(t) ||
-             g_store_materialize(r.store) || g_run(e) ||
-             g_read(e, ye, out, sizeof(float) * RMS_R * RMS_D) ||
-             g_set_input(t, "m", m, sizeof(float) * RMS_R * RMS_D) || g_run(t);
-    if (rc) {
-        fprintf(stderr, "run_rms: %s\n",
-                e->error[0]   ? e->error
-                : t->error[0] ? t->error
-                              : bora_error_get());
-    } else {
-        memcpy(out + RMS_R * RMS_D, rig_grad(&r, "x"), sizeof(float) * RMS_R * RMS_D);
-        memcpy(out + 2 * RMS_R * RMS_D, rig_grad(&r, "w"), sizeof(float) * RMS_D);
-        *fused_runs = e->op_runs[BORA_OP_RMS_NORM] + t->op_runs[BORA_OP_RMS_NORM_GRAD];
-    }
-    free(m);
-    g_graph_free(e);
-    g_graph_free(t);
-    rig_close(&r);
-    return rc;
-}
-
-/* Under trainer.mp r=bf16: the loss sum(rms_norm(residual(x), w, offset 1) · m) and dw, in out
- * (1 + RMS_D floats), fusion (and with it the planner's bf16 reads) on or off; in *bf16_reads
- * the rms_norm nodes that read the bf16 stream itself. 0 on success. */
-static int run_rms_residual(int fusion, float *out, int *bf16_reads)
-{
-    if (!fusion)
-        setenv("BORA_NO_FUSION", "1", 1);
-    rig r;
-    rig_open(&r, plugin_dir, 2, 5);
-    g_store_mixed(r.store, BORA_DTYPE_F32, BORA_DTYPE_BF16, BORA_ABI_MINOR);
-    bora_axis ax[2] = {AX("r", RMS_R), AX("d", RMS_D)};
-    g_graph *t = g_graph_new(r.store, BORA_MODE_TRAIN);
-    bora_graph *gp = &t->pub;
-    bora_tensor *x = bora_residual(gp, bora_input(gp, "x", BORA_DTYPE_F32, 2, ax));
-    bora_tensor *w = P(gp, "w", BORA_DTYPE_F32, 1, &ax[1]);
-    bora_tensor *m = bora_input(gp, "m", BORA_DTYPE_F32, 2, ax);
-    const char *names[2] = {"r", "d"};
-    bora_tensor *loss = gp->api->reduce(
-        gp, BORA_OP_SUM, bora_mul(gp, gp->api->rms_norm(gp, x, w, "d", 1e-6, 1), m), 2, names);
-    t->output = loss;
-    float *xm = malloc(sizeof(float) * RMS_R * RMS_D * 2);
-    for (int i = 0; i < RMS_R * RMS_D * 2; i++)
-        xm[i] = (float)sin(0.3 + i * 0.77) * 2;
-    int rc = !loss || g_autodiff(t, loss) || g_finalize(t) || g_store_materialize(r.store) ||
-             g_set_input(t, "x", xm, sizeof(float) * RMS_R * RMS_D) ||
-             g_set_input(t, "m", xm + RMS_R * RMS_D, sizeof(float) * RMS_R * RMS_D) || g_run(t) ||
-             g_read(t, loss, out, sizeof(float));
-    if (rc) {
-        fprintf(stderr, "run_rms_residual: %s\n", t->error[0] ? t->error : bora_error_get());
-    } else {
-        memcpy(out + 1, rig_grad(&r, "w"), sizeof(float) * RMS_D);
-        *bf16_reads = 0;
-        for (size_t i = 0; i < t->n_nodes; i++)
-            *bf16_reads +=
-                (t->nodes[i]->op == BORA_OP_RMS_NORM || t->nodes[i]->op == BORA_OP_RMS_NORM_GRAD) &&
-                t->nodes[i]->kernel && t->nodes[i]->in[0]->dtype == BORA_DTYPE_BF16;
-    }
-    free(xm);
-    g_graph_free(t);
-    rig_close(&r);
-    unsetenv("BORA_NO_FUSION");
-    return rc;
-}
-
-/* rms_norm beyond the gradient check: its f32 bits the same on 1 and 2 threads and under
- * trainer.mp c=bf16, its decomposition on a backend built before ABI 1.9, its reading of a bf16
- * residual stream (the bits of reading its f32 widening), and the errors of its misuse. */
-static void check_rms_norm_rules(void)
-{
-    float *one = calloc(RMS_OUT, sizeof(float)), *two = calloc(RMS_OUT, sizeof(float));
-    float *old = calloc(RMS_OUT, sizeof(float));
-    uint64_t runs1 = 0, runs2 = 0, runs_old = 1;
-    CHECK(run_rms(1, BORA_ABI_MINOR, BORA_DTYPE_F32, one, &runs1) == 0);
-    CHECK(run_rms(2, BORA_ABI_MINOR, BORA_DTYPE_F32, two, &runs2) == 0);
-    CHECK(runs1 == 2 && runs2 == 2); /* the fused kernels ran, forward and backward */
-    CHECK(!memcmp(one, two, sizeof(float) * RMS_OUT));
-    /* a 1.8 backend is never asked for the op: primitives, the same values up to rounding */
-    CHECK(run_rms(2, 8, BORA_DTYPE_F32, old, &runs_old) == 0);
-    CHECK(runs_old == 0);
-    for (int i = 0; i < RMS_OUT; i++)
-        if (!(fabsf(old[i] - one[i]) <= 1e-4f * fabsf(one[i]) + 1e-5f)) {
-            fprintf(stderr, "rms_norm on a 1.8 backend: element %d is %.8g, fused %.8g\n", i,
-                    old[i], one[i]);
-            test_failures++;
-            break;
-        }
-    /* under c=bf16 it is computed in f32 as before: the same bits */
-    uint64_t runs_bf16 = 0;
-    CHECK(run_rms(2, BORA_ABI_MINOR, BORA_DTYPE_BF16, two, &runs_bf16) == 0);
-    CHECK(runs_bf16 == 2 && !memcmp(one, two, sizeof(float) * RMS_OUT));
-    free(one), free(two), free(old);
-    /* under r=bf16 forward and backward read the stream in bf16, with the widening's bits */
-    float direct[1 + RMS_D], widened[1 + RMS_D];
-    int reads_direct = 0, reads_widened = -1;
-    CHECK(run_rms_residual(1, direct, &reads_direct) == 0);
-    CHECK(run_rms_residual(0, widened, &reads_widened) == 0);
-    CHECK(reads_direct == 2 && reads_widened == 0);
-    CHECK(!memcmp(direct, widened, sizeof direct));
-
-    rig r;
-    rig_open(&r, plugin_dir, 1, 3);
-    bora_axis ax[2] = {AX("r", 3), AX("d", 4)}, other[1] = {AX("e", 4)};
-    g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
-    bora_graph *gp = &g->pub;
-    bora_tensor *x = bora_input(gp, "x", BORA_DTYPE_F32, 2, ax);
-    CHECK(gp->api->rms_norm(gp, x, NULL, "e", 1e-6, 0) == NULL);
-    CHECK_CONTAINS(g->error, "rms_norm: 'x' (r=3, d=4) has no axis 'e'");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    x = bora_input(gp, "x", BORA_DTYPE_F32, 2, ax);
-    bora_tensor *w = bora_input(gp, "w", BORA_DTYPE_F32, 1, other);
-    CHECK(gp->api->rms_norm(gp, x, w, "d", 1e-6, 1) == NULL);
-    CHECK_CONTAINS(g->error, "rms_norm: 'w' (e=4) must have exactly the axis 'd' of 'x' (r=3, "
-                             "d=4), and its dtype");
-    g_graph_free(g);
-    g = g_graph_new(r.store, BORA_MODE_EVAL);
-    gp = &g->pub;
-    x = bora_input(gp, "x", BORA_DTYPE_F32, 2, ax);
-    CHECK(gp->api->rms_norm(gp, x, NULL, "d", -1, 0) == NULL);
-    CHECK_CONTAINS(g->error, "eps -1 and weight_offset 0 must be finite, eps not negative");
-    g_graph_free(g);
-    rig_close(&r);
-}
-
-/* grouped-query attention's and the window's refusals, and a 1.8-sized options struct, whose
- * (absent) new fields are never read. */
-static const char *gqa_build(int hkv, int64_t window, uint32_t struct_size)
-{
-    static char err[1100];
-    rig r;
-    rig_open(&r, plugin_dir, 1, 3);
-    g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
-    bora_graph *gp = &g->pub;
-    bora_axis qa[4] = {AX("batch", 2), AX("heads", 4), AX("position", 4), AX("head_dim", 3)};
-    bora_axis ka[4] = {AX("batch", 2), AX("kv_heads", hkv), AX("key_position", 4),
-                       AX("head_dim", 3)};
-    bora_tensor *q = bora_input(gp, "q", BORA_DTYPE_F32, 4, qa);
-    bora_tensor *k = bora_input(gp, "k", BORA_DTYPE_F32, 4, ka);
-    bora_tensor *v = bora_input(gp, "v", BORA_DTYPE_F32, 4, ka);
-    bora_attention_opts o = {.struct_size = struct_size,
-                             .causal = 1,
-                             .head_axis = "heads",
-                             .kv_head_axis = "kv_heads",
-                             .sliding_window = window};
-    bora_tensor *out = gp->api->attention(gp, q, k, v, &o);
-    snprintf(err, sizeof err, "%s", out ? "" : g->error);
-    g_graph_free(g);
-    rig_close(&r);
-    return err;
-}
-
-static void check_gqa_rules(void)
-{
-    CHECK(!strcmp(gqa_build(2, 3, sizeof(bora_attention_opts)), ""));
-    CHECK_CONTAINS(
-        gqa_build(3, 0, sizeof(bora_attention_opts)),
-        "attention: kv heads 'kv_heads' of k 'k' (batch=2, kv_heads=3, key_position=4, "
-        "head_dim=3) and v 'v' (batch=2, kv_heads=3, key_position=4, head_dim=3) must be "
-        "one count dividing the 4 query heads 'heads'");
-    CHECK_CONTAINS(gqa_build(2, -1, sizeof(bora_attention_opts)),
-                   "attention: sliding_window is -1: it must be 0 (none) or a positive number");
-    /* a 1.8 caller's struct ends at upcast: kv_heads is then an axis q lacks */
-    CHECK_CONTAINS(gqa_build(2, 0, offsetof(bora_attention_opts, head_axis)),
-                   "attention: axis 'heads' of q 'q' (batch=2, heads=4, position=4, "
-                   "head_dim=3) differs in 'k' (batch=2, kv_heads=2, key_position=4, head_dim=3)");
 }
 
 /* Decoding over a grouped-query cache with a window, one position at a time (T = 1, the key
@@ -1545,61 +1131,6 @@ done:
     rig_close(&r);
 }
 
-/* sample draws integer tokens: no gradient of its own, so autodiff treats them as constants.
- * cross_entropy(logits, t) + sum(logits · t), t = sample(logits), differentiates as if t were
- * given: its gradient against central finite differences (h = 1e-6; the draws do not move under
- * such a step). */
-static void check_sample_constant(void)
-{
-    rig r;
-    rig_open(&r, plugin_dir, 2, 9);
-    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
-    bora_graph *gp = &g->pub;
-    bora_axis ax[2] = {AX("position", 5), AX("vocab", 7)};
-    bora_tensor *logits = P(gp, "logits", BORA_DTYPE_F64, 2, ax);
-    bora_tensor *counter = bora_input(gp, "counter", BORA_DTYPE_I64, 1, &AX("counter", 2));
-    bora_tensor *tokens = gp->api->sample(gp, logits, "vocab", counter, 5, 1);
-    /* the tokens also enter the loss as numbers: sum(logits · token) over the vocab */
-    gval *as_f64 = gp->api->cast(gp, tokens, BORA_DTYPE_F64);
-    const char *both[2] = {"position", "vocab"};
-    gval *loss = bora_add(gp, gp->api->cross_entropy(gp, logits, tokens, "vocab", NULL),
-                          gp->api->reduce(gp, BORA_OP_SUM, bora_mul(gp, logits, as_f64), 2, both));
-    g->output = loss;
-    int64_t ctr[2] = {3, 0};
-    double got[35], lp, lm;
-    if (!loss || g_autodiff(g, loss) || g_finalize(g) || g_store_materialize(r.store) ||
-        g_set_input(g, "counter", ctr, sizeof ctr) || g_run(g)) {
-        fprintf(stderr, "sample: gradient graph failed: %s\n", g->error);
-        test_failures++;
-        goto done;
-    }
-    for (int k = 0; k < BORA_OP_COUNT_; k++)
-        ops_seen[k] += g->op_runs[k];
-    memcpy(got, rig_grad(&r, "logits"), sizeof got);
-    double *p = rig_param(&r, "logits");
-    for (int e = 0; e < 35; e++) {
-        double keep = p[e];
-        p[e] = keep + 1e-6;
-        g_run(g);
-        g_read(g, loss, &lp, sizeof lp);
-        p[e] = keep - 1e-6;
-        g_run(g);
-        g_read(g, loss, &lm, sizeof lm);
-        p[e] = keep;
-        double fd = (lp - lm) / 2e-6;
-        if (!(fabs(fd - got[e]) <= 1e-6 * fmax(fabs(fd), fabs(got[e])) + 1e-8)) {
-            fprintf(stderr,
-                    "sample: d loss / d logits[%d]: autodiff %.12g, finite differences %.12g\n", e,
-                    got[e], fd);
-            test_failures++;
-            break;
-        }
-    }
-done:
-    g_graph_free(g);
-    rig_close(&r);
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 3) {
@@ -1610,11 +1141,17 @@ int main(int argc, char **argv)
     if (argc == 3)
         backend_name = argv[2];
     int on_cpu = !strcmp(backend_name, "cpu");
-    if (!on_cpu) { /* a backend that cannot run here (no GPU) skips the test */
+    if (!on_cpu) { /* a backend with no usable device here (no GPU) skips the test */
         rig r;
-        if (rig_try_open_on(&r, plugin_dir, backend_name, 2, 1) != BORA_OK) {
+        bora_status st = rig_try_open_on(&r, plugin_dir, backend_name, 2, 1);
+        if (st == BORA_ERR_UNSUPPORTED && strstr(bora_error_get(), "no usable GPU")) {
             printf("SKIP: backend '%s' cannot run here: %s\n", backend_name, bora_error_get());
             return 77;
+        }
+        if (st != BORA_OK) { /* any other failure to start is the backend's own */
+            fprintf(stderr, "test_ops: backend '%s' failed to start: %s\n", backend_name,
+                    bora_error_get());
+            return 1;
         }
         char what[512] = "";
         if (r.ops->describe)
@@ -1625,7 +1162,8 @@ int main(int argc, char **argv)
     int n_checks = 0;
     for (decomposed = 0; decomposed < 2; decomposed++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-            for (int v = 0; v < cases[i].variants; v++) {
+            for (int v = 0; v < cases[i].variants && !(decomposed && cases[i].build == b_long_rows);
+                 v++) {
                 check_forward(&cases[i], v, BORA_DTYPE_F64);
                 check_forward(&cases[i], v, BORA_DTYPE_F32);
                 check_gradient(&cases[i], v);
@@ -1641,17 +1179,12 @@ int main(int argc, char **argv)
     }
     for (decomposed = 0; decomposed < 2; decomposed++)
         check_gqa_decode();
-    check_write_slice();
-    check_elem_rules();
-    check_rms_norm_rules();
-    check_gqa_rules();
-    check_sample_constant();
     /* Every kernel op ran in some gradient check (forward or backward), or in its own check
-     * when nothing differentiates through it (write_slice, sum_squares, sample; sample's draws
-     * are checked against an independent reference in test_sample). */
+     * when nothing differentiates through it: sum_squares here, write_slice and sample in
+     * test_op_rules (which checks that they ran; sample's draws are checked against an
+     * independent reference in test_sample). */
     for (int op = 1; op < BORA_OP_COUNT_; op++)
-        if (!ops_seen[op] &&
-            op != BORA_OP_SAMPLE) { /* sample: no gradient, tests/graph of its own */
+        if (!ops_seen[op] && op != BORA_OP_WRITE_SLICE && op != BORA_OP_SAMPLE) {
             fprintf(stderr, "op '%s' (%d) has no gradient case in test_ops\n", g_op_name(op), op);
             test_failures++;
         }

@@ -22,14 +22,20 @@ typedef struct pdesc {
     const char *name;
     int64_t rows, cols; /* cols 0: a vector */
     int no_decay;
+    int in_out; /* stored (fan_in, fan_out), as GPT-2's Conv1D: BORA_PARAM_IN_OUT */
 } pdesc;
 
-/* Matrices with rows < cols and rows > cols, a square one the decay mask leaves out, vectors. */
+/* Matrices with rows < cols and rows > cols, a square one the decay mask leaves out, vectors;
+ * emb.proj is a decayed matrix the "emb.*" group takes. The muon cases add a matrix stored
+ * (fan_in, fan_out) = (3, 7), whose Keller scale is sqrt(7/3) where its first axis read as fan_out
+ * would give 1. */
 static const pdesc all_params[] = {
-    {"emb.weight", 10, 4, 1}, {"emb.bias", 4, 0, 1}, {"h.0.w", 4, 6, 0},
-    {"h.0.v", 7, 3, 0},       {"h.0.b", 6, 0, 1},    {"h.0.n", 3, 3, 1},
+    {"emb.weight", 10, 4, 1, 0}, {"emb.bias", 4, 0, 1, 0}, {"emb.proj", 5, 4, 0, 0},
+    {"h.0.w", 4, 6, 0, 0},       {"h.0.v", 7, 3, 0, 0},    {"h.0.b", 6, 0, 1, 0},
+    {"h.0.n", 3, 3, 1, 0},
 };
-static const pdesc matrices[] = {{"h.0.w", 4, 6, 0}, {"h.0.v", 7, 3, 0}, {"h.0.n", 3, 3, 1}};
+static const pdesc matrices[] = {
+    {"h.0.w", 4, 6, 0, 0}, {"h.0.v", 7, 3, 0, 0}, {"h.0.n", 3, 3, 1, 0}, {"h.0.c", 3, 7, 0, 1}};
 
 typedef struct tcase {
     const char *name, *yaml;
@@ -40,14 +46,15 @@ typedef struct tcase {
 static const tcase cases[] = {
     {"lion",
      "optimizer: {type: lion, learning_rate: 1e-2, beta1: 0.8, beta2: 0.97, weight_decay: 0.5}\n",
-     all_params, 6},
-    {"muon", "optimizer: {type: muon, learning_rate: 2e-2, weight_decay: 0.3}\n", matrices, 3},
+     all_params, 7},
+    {"muon", "optimizer: {type: muon, learning_rate: 2e-2, weight_decay: 0.3}\n", matrices, 4},
     {"muon_plain",
      "optimizer: {type: muon, learning_rate: 2e-2, momentum: 0.9, nesterov: false, scale: "
      "match_rms_adamw}\n",
-     matrices, 3},
+     matrices, 4},
     /* emb.bias matches both the first group (by name) and the second (ndim 1): the first wins;
-     * emb.weight is no_decay and 2-D, as h.0.n, but the first group takes it */
+     * emb.weight is no_decay and 2-D, as h.0.n, but the first group takes it; emb.proj, decayed,
+     * shows the first group inheriting the base's weight_decay */
     {"groups",
      "optimizer:\n"
      "  type: muon\n"
@@ -57,13 +64,13 @@ static const tcase cases[] = {
      "    - {match: [\"emb.*\", \"lm_head.*\"], type: adamw, learning_rate: 3e-3, beta2: 0.9}\n"
      "    - {ndim: 1, type: adamw, weight_decay: 0.0}\n"
      "    - {no_decay: true, ndim: 2, type: lion, learning_rate: 1e-3}\n",
-     all_params, 6},
+     all_params, 7},
     /* the base's keys left at their defaults (Muon's weight_decay 0) are not the group's: AdamW
      * keeps its own (0.1) */
     {"muon_group",
      "optimizer: {type: muon, learning_rate: 2e-2, groups: [{match: \"h.0.v\", type: adamw, "
      "learning_rate: 1e-2}]}\n",
-     matrices, 3},
+     matrices, 4},
 };
 
 static void dump_values(FILE *f, const float *v, size_t n)
@@ -117,7 +124,8 @@ int main(int argc, char **argv)
         const char *names[] = {"r", "c"};
         int nd = p->cols ? 2 : 1;
         bora_tensor *w = bora_param(g, p->name, BORA_DTYPE_F32, nd, ax, bora_init_normal(1.0),
-                                    p->no_decay ? BORA_PARAM_NO_DECAY : 0);
+                                    (p->no_decay ? BORA_PARAM_NO_DECAY : 0) |
+                                        (p->in_out ? BORA_PARAM_IN_OUT : 0));
         bora_tensor *w2 = bora_mul(g, w, w);
         bora_tensor *term =
             bora_add(g, g->api->scale(g, w2, 0.5), g->api->scale(g, bora_mul(g, w2, w), 0.25));
@@ -146,7 +154,9 @@ int main(int argc, char **argv)
                 (long long)p->rows);
         if (p->cols)
             fprintf(f, ", %lld", (long long)p->cols);
-        fprintf(f, "], \"no_decay\": %s, \"init\": ", p->no_decay ? "true" : "false");
+        fprintf(f,
+                "], \"no_decay\": %s, \"in_out\": %s, \"init\": ", p->no_decay ? "true" : "false",
+                p->in_out ? "true" : "false");
         dump_values(f, rig_param(&r, p->name), (size_t)(p->rows * (p->cols ? p->cols : 1)));
         fputc('}', f);
     }

@@ -37,7 +37,7 @@ class Lion:
         self.lr, self.b1, self.b2, self.wd = lr, beta1, beta2, weight_decay
         self.m = {}
 
-    def step(self, name, p, g, factor, decay):
+    def step(self, name, p, g, factor, decay, in_out=False):
         m = self.m.setdefault(name, torch.zeros_like(p))
         lr = self.lr * factor
         c = self.b1 * m + (1 - self.b1) * g
@@ -70,12 +70,14 @@ class Muon:
                                                                  weight_decay, scale)
         self.buf = {}
 
-    def step(self, name, p, g, factor, decay):
+    def step(self, name, p, g, factor, decay, in_out=False):
+        if in_out:  # stored (in, out) as GPT-2's Conv1D: the reference's nn.Linear holds p.T
+            return self.step(name, p.T, g.T, factor, decay).T
         buf = self.buf.setdefault(name, torch.zeros_like(p))
         buf = torch.lerp(buf, g, 1 - self.beta)
         self.buf[name] = buf
         u = torch.lerp(g, buf, self.beta) if self.nesterov else buf
-        rows, cols = p.shape
+        rows, cols = p.shape  # nn.Linear's (fan_out, fan_in)
         if self.scale == "keller":
             s = max(1.0, rows / cols) ** 0.5
         else:
@@ -93,7 +95,7 @@ class AdamW:
         self.lr, self.betas, self.eps, self.wd = lr, (beta1, beta2), epsilon, weight_decay
         self.opt = {}
 
-    def step(self, name, p, g, factor, decay):
+    def step(self, name, p, g, factor, decay, in_out=False):
         if name not in self.opt:
             t = torch.nn.Parameter(p.clone())
             self.opt[name] = (t, torch.optim.AdamW([t], lr=self.lr, betas=self.betas,
@@ -124,13 +126,13 @@ def reference(case):
         muon, adamw = Muon(2e-2), AdamW(1e-2)
         return lambda name: adamw if name == "h.0.v" else muon
     # groups: muon at 2e-2 with weight_decay 0.3 for the rest; the groups inherit the base's
-    # keys (weight_decay 0.3) where they do not set their own
+    # keys (weight_decay 0.3) where they do not set their own: emb.proj, decayed, shows it
     base = Muon(2e-2, weight_decay=0.3)
     embeddings = AdamW(3e-3, beta2=0.9, weight_decay=0.3)  # groups[0]: match emb.*
     vectors = AdamW(2e-2, weight_decay=0.0)                # groups[1]: ndim 1
     no_decay = Lion(1e-3, weight_decay=0.3)                # groups[2]: no_decay, ndim 2
-    owner = {"emb.weight": embeddings, "emb.bias": embeddings, "h.0.w": base, "h.0.v": base,
-             "h.0.b": vectors, "h.0.n": no_decay}
+    owner = {"emb.weight": embeddings, "emb.bias": embeddings, "emb.proj": embeddings,
+             "h.0.w": base, "h.0.v": base, "h.0.b": vectors, "h.0.n": no_decay}
     return lambda name: owner[name]
 
 
@@ -150,7 +152,7 @@ def check(case):
             name = p["name"]
             g = torch.tensor(step["grads"][i]).reshape(p["shape"])
             params[name] = owner(name).step(name, params[name], g, step["lr_factor"],
-                                            not p["no_decay"])
+                                            not p["no_decay"], p["in_out"])
             got = torch.tensor(step["params"][i]).reshape(p["shape"])
             err = ((got - params[name]).abs() / params[name].abs().clamp(min=1)).max().item()
             worst = max(worst, err)

@@ -59,6 +59,9 @@ static void timed(const char *what, cudaError_t (*fn)(const bora_kernel_args *),
         cudaEventSynchronize(t1);
         if (err != cudaSuccess) {
             printf("%-44s %s\n", what, cudaGetErrorString(err));
+            cudaGetLastError();
+            cudaEventDestroy(t0);
+            cudaEventDestroy(t1);
             return;
         }
         if (i)

@@ -21,6 +21,9 @@ bora_status cuda_check(bora_backend *b, cudaError_t err, const char *what)
 {
     if (err == cudaSuccess)
         return BORA_OK;
+    /* a failure that is not sticky stays the last error until read: clear it, so that the next
+     * call's check does not blame the next kernel for it */
+    cudaGetLastError();
     return b->h->fail(b->h, BORA_ERR_DEVICE, "%s: %s (%s)", what, cudaGetErrorString(err),
                       cudaGetErrorName(err));
 }
@@ -32,32 +35,61 @@ void *cuda_scratch(bora_backend *b, size_t bytes)
     void *p = NULL;
     cudaError_t err = cudaMalloc(&p, bytes);
     if (err != cudaSuccess) {
-        cuda_check(b, err, "scratch");
+        char what[96];
+        snprintf(what, sizeof what, "scratch of %zu bytes", bytes);
+        cuda_check(b, err, what);
         return NULL;
     }
-    if (b->scratch)
-        cudaFree(b->scratch); /* waits for the kernels that used it */
+    if (b->scratch) {
+        /* the stream is non-blocking: cudaFree does not wait for the kernels queued on it */
+        cudaError_t sync = cudaStreamSynchronize(b->stream);
+        if (sync != cudaSuccess) {
+            cudaFree(p);
+            cuda_check(b, sync, "scratch (waiting for the kernels that used the old buffer)");
+            return NULL;
+        }
+        cudaFree(b->scratch);
+    }
     b->scratch = p;
     b->scratch_bytes = bytes;
     return p;
 }
 
-/* Why this machine cannot run the backend, or NULL when it can. */
-static const char *no_device(int *count)
+/* Why this machine cannot run the backend (in why), or NULL when it can: device 0 must exist
+ * and have compute capability 9.0 or newer, as the plugin carries sm_90 code and compute_90 PTX
+ * only. */
+static const char *no_device(char *why, size_t cap)
 {
-    *count = 0;
-    cudaError_t err = cudaGetDeviceCount(count);
+    int count = 0, major = 0, minor = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaSuccess && count > 0)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    if (err == cudaSuccess && count > 0)
+        err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
     if (err != cudaSuccess) {
-        cudaGetLastError(); /* clear the sticky state of a failed query */
-        return cudaGetErrorString(err);
+        cudaGetLastError(); /* clear the state of a failed query */
+        snprintf(why, cap, "%s", cudaGetErrorString(err));
+        return why;
     }
-    return *count > 0 ? NULL : "no CUDA device";
+    if (count == 0) {
+        snprintf(why, cap, "no CUDA device");
+        return why;
+    }
+    if (major < 9) {
+        snprintf(why, cap,
+                 "device 0 has compute capability %d.%d; this build runs on 9.0 or newer (build "
+                 "with other CMAKE_CUDA_ARCHITECTURES for it)",
+                 major, minor);
+        return why;
+    }
+    return NULL;
 }
 
+/* 0 where no_device() says why not, so that backend: auto falls back to the CPU. */
 static int32_t cuda_probe(const bora_host *h)
 {
-    int count;
-    const char *why = no_device(&count);
+    char buf[256];
+    const char *why = no_device(buf, sizeof buf);
     if (why) {
         BORA_DEBUG(h, "cannot run here: %s", why);
         return 0;
@@ -86,8 +118,8 @@ static void cuda_destroy(bora_backend *b)
 static bora_status cuda_create(const bora_host *h, const bora_config *cfg, bora_backend **out)
 {
     (void)cfg;
-    int count;
-    const char *why = no_device(&count);
+    char buf[256];
+    const char *why = no_device(buf, sizeof buf);
     if (why)
         return h->fail(h, BORA_ERR_UNSUPPORTED,
                        "no usable GPU: %s (trainer.backend: cpu runs without one)", why);
@@ -108,20 +140,17 @@ static bora_status cuda_create(const bora_host *h, const bora_config *cfg, bora_
         b->cc_major = prop.major;
         b->cc_minor = prop.minor;
         cudaRuntimeGetVersion(&b->runtime_version);
-        if (prop.major < 9) /* the plugin carries sm_90 code and compute_90 PTX only */
-            st = h->fail(h, BORA_ERR_UNSUPPORTED,
-                         "%s has compute capability %d.%d; this build runs on 9.0 or newer (build "
-                         "with other CMAKE_CUDA_ARCHITECTURES for it)",
-                         prop.name, prop.major, prop.minor);
     }
     if (st == BORA_OK)
         st = cuda_check(b, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking),
                         "cudaStreamCreate");
     if (st == BORA_OK)
-        st = cuda_check(b, cudaMalloc((void **)&b->flag, sizeof(int)), "cudaMalloc");
+        st = cuda_check(b, cudaMalloc((void **)&b->flag, sizeof(int)),
+                        "cudaMalloc of the kernels' error flag (4 bytes)");
     if (st == BORA_OK) {
         b->lt_workspace_bytes = CUDA_LT_WORKSPACE;
-        st = cuda_check(b, cudaMalloc(&b->lt_workspace, b->lt_workspace_bytes), "cudaMalloc");
+        st = cuda_check(b, cudaMalloc(&b->lt_workspace, b->lt_workspace_bytes),
+                        "cudaMalloc of cuBLASLt's workspace (32 MiB)");
     }
     if (st == BORA_OK) {
         cublasLtHandle_t lt;
@@ -418,7 +447,9 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
     case BORA_OP_PAD: return n == 2 ? k_pad : NULL;
     case BORA_OP_CONCAT: return k_concat;
     case BORA_OP_WRITE_SLICE: return n == 3 || n == 4 ? k_write_slice : NULL;
-    default: return NULL; /* attention, rope, RMSNorm: not yet (the host decomposes them) */
+    /* not yet: attention, rope, RMSNorm, the fused cross-entropy (the host decomposes them)
+     * and sample (no decomposition: a graph that samples fails its build, naming it) */
+    default: return NULL;
     }
 }
 

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #define CU_THREADS 256 /* threads per block everywhere (the trees below assume a power of two) */
+/* gridDim.x's limit: a kernel with a block per row or output checks its count against it */
+#define CU_MAX_BLOCKS 0x7fffffff
 
 /* ---- indexing ------------------------------------------------------------------------------ */
 
@@ -677,7 +679,7 @@ static cudaError_t reduce(cudaStream_t s, const bora_kernel_args *a, double *scr
     int plan = reduce_plan(a, &rs);
     if (rs.n_out == 0)
         return cudaSuccess;
-    if (rs.n_out * (rs.parts ? rs.parts : 1) > 0x7fffffff)
+    if (rs.n_out * (rs.parts ? rs.parts : 1) > CU_MAX_BLOCKS)
         return cudaErrorInvalidConfiguration;
     if (plan == RED_THREAD) {
         k_reduce_thread<T><<<grid_for(rs.n_out), CU_THREADS, 0, s>>>(*x, *o, rs);
@@ -723,6 +725,8 @@ extern "C" cudaError_t cuk_softmax(cudaStream_t s, const bora_kernel_args *a)
     int64_t rows = rows_of(x);
     if (rows == 0 || x->dims[x->ndim - 1] == 0)
         return cudaSuccess;
+    if (rows > CU_MAX_BLOCKS) /* a block per row */
+        return cudaErrorInvalidConfiguration;
     int log_ = a->op == BORA_OP_LOG_SOFTMAX;
     if (x->dtype == BORA_DTYPE_F64)
         k_softmax<double><<<(unsigned)rows, CU_THREADS, 0, s>>>(*x, *o, log_);
@@ -767,6 +771,8 @@ extern "C" cudaError_t cuk_layernorm(cudaStream_t s, const bora_kernel_args *a)
     double eps = ((const bora_opt_norm *)a->options)->eps;
     if (rows == 0)
         return cudaSuccess;
+    if (rows > CU_MAX_BLOCKS) /* a block per row */
+        return cudaErrorInvalidConfiguration;
     if (x->dtype == BORA_DTYPE_F64)
         k_layernorm<double><<<(unsigned)rows, CU_THREADS, 0, s>>>(
             *x, a->inputs[1], a->inputs[2], a->outputs[0], (double *)a->outputs[1].data,
@@ -867,6 +873,8 @@ static cudaError_t layernorm_grad(cudaStream_t s, const bora_kernel_args *a, dou
     const bora_tensor_desc *x = &a->inputs[0];
     int64_t rows = rows_of(x), n = x->dims[x->ndim - 1], runs = ln_runs(a);
     const T *mean = (const T *)a->inputs[2].data, *rstd = (const T *)a->inputs[3].data;
+    if (rows > CU_MAX_BLOCKS) /* a block per row */
+        return cudaErrorInvalidConfiguration;
     if (rows > 0)
         k_layernorm_dx<T><<<(unsigned)rows, CU_THREADS, 0, s>>>(*x, a->inputs[1], mean, rstd,
                                                                 a->inputs[4], a->outputs[0]);
@@ -937,6 +945,8 @@ static cudaError_t xent(cudaStream_t s, const bora_kernel_args *a, double *per_r
     const bora_tensor_desc *x = &a->inputs[0];
     const bora_opt_xent *opt = (const bora_opt_xent *)a->options;
     int64_t rows = x->dims[0];
+    if (rows > CU_MAX_BLOCKS) /* a block per row */
+        return cudaErrorInvalidConfiguration;
     if (rows > 0)
         k_xent_rows<T><<<(unsigned)rows, CU_THREADS, 0, s>>>(*x, a->inputs[1],
                                                              (T *)a->outputs[1].data, per_row,

@@ -153,7 +153,8 @@ static bora_tensor *layernorm(bora_graph *g, const gpt2 *m, const char *prefix, 
                              m->layer_norm_epsilon);
 }
 
-/* A Conv1D: x (..., in) -> (..., out), weight (in, out), optional bias and activation. */
+/* A Conv1D: x (..., in) -> (..., out), weight (in, out) (flagged so: fan_in first), optional
+ * bias and activation. */
 static bora_tensor *conv1d(bora_graph *g, const gpt2 *m, const char *prefix, bora_tensor *x,
                            const char *in, int64_t in_size, const char *out, int64_t out_size,
                            double std, int activation)
@@ -162,7 +163,7 @@ static bora_tensor *conv1d(bora_graph *g, const gpt2 *m, const char *prefix, bor
     snprintf(w, sizeof w, "%s.weight", prefix);
     snprintf(b, sizeof b, "%s.bias", prefix);
     bora_axis wa[2] = {{in, in_size}, {out, out_size}};
-    bora_tensor *W = param(g, w, 2, wa, bora_init_normal(std), 0);
+    bora_tensor *W = param(g, w, 2, wa, bora_init_normal(std), BORA_PARAM_IN_OUT);
     bora_tensor *B =
         m->use_bias ? param(g, b, 1, wa + 1, bora_init_zeros(), BORA_PARAM_NO_DECAY) : NULL;
     const char *k[] = {in};

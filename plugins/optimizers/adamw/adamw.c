@@ -18,7 +18,8 @@ static const bora_key adamw_keys[] = {
     {"beta2", BORA_KEY_FLOAT, 0, "0.95", "decay of the second moment, in [0, 1)"},
     {"epsilon", BORA_KEY_FLOAT, 0, "1e-8", "added to the second moment's square root (above 0)"},
     {"weight_decay", BORA_KEY_FLOAT, 0, "0.1",
-     "decoupled weight decay, 0 or more (not on norms, biases or embeddings)"},
+     "decoupled weight decay, 0 or more (not where the model's mask excludes it: norms, biases, "
+     "GPT-2's embeddings)"},
     {NULL, 0, 0, NULL, NULL},
 };
 

@@ -18,7 +18,8 @@ static const bora_key lion_keys[] = {
     {"beta1", BORA_KEY_FLOAT, 0, "0.9", "weight of the momentum in the update's sign, in [0, 1)"},
     {"beta2", BORA_KEY_FLOAT, 0, "0.99", "decay of the momentum, in [0, 1)"},
     {"weight_decay", BORA_KEY_FLOAT, 0, "0.1",
-     "decoupled weight decay λ, 0 or more (not on norms, biases or embeddings)"},
+     "decoupled weight decay λ, 0 or more (not where the model's mask excludes it: norms, biases, "
+     "GPT-2's embeddings)"},
     {NULL, 0, 0, NULL, NULL},
 };
 

@@ -6,11 +6,13 @@
  *          (X's shorter axis is the one A spans: the reference transposes when rows > cols)
  *   p   <- p·(1 - lr·λ) - lr·s·X          (the decay only where the host's mask includes p)
  * with (a, b, c) = (3.4445, -4.7750, 2.0315) and s = max(1, rows/cols)^0.5 (Keller's rule) or
- * 0.2·sqrt(max(rows, cols)) (scale: match_rms_adamw; Liu et al. 2025). Rows are a parameter's
- * first axis. Built from bora_dot on named axes, in f32 (the reference iterates in bf16). */
+ * 0.2·sqrt(max(rows, cols)) (scale: match_rms_adamw; Liu et al. 2025). Rows are fan_out: a
+ * parameter's first axis, or its second where it is flagged BORA_PARAM_IN_OUT (GPT-2's Conv1D).
+ * Built from bora_dot on named axes, in f32 (the reference iterates in bf16). */
 #include <bora/optimizer.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef struct muon {
@@ -24,9 +26,10 @@ static const bora_key muon_keys[] = {
     {"nesterov", BORA_KEY_BOOL, 0, "true",
      "orthogonalize (1-β)·g + β·buf rather than the buffer itself"},
     {"weight_decay", BORA_KEY_FLOAT, 0, "0.0",
-     "decoupled weight decay λ, 0 or more (not on norms, biases or embeddings)"},
+     "decoupled weight decay λ, 0 or more (not where the model's mask excludes it: norms, biases, "
+     "GPT-2's embeddings)"},
     {"scale", BORA_KEY_STRING, 0, "keller",
-     "the update's scale: keller, max(1, rows/cols)^0.5; or match_rms_adamw, "
+     "the update's scale: keller, max(1, fan_out/fan_in)^0.5; or match_rms_adamw, "
      "0.2·sqrt(max(rows, cols))"},
     {NULL, 0, 0, NULL, NULL},
 };
@@ -140,8 +143,14 @@ static bora_status muon_update(bora_optimizer *o, bora_graph *g, const bora_para
     bora_tensor *x = bora_div(g, upd, den);
     x = rows.size > cols.size ? newton_schulz(g, x, cols.name, rows.name)
                               : newton_schulz(g, x, rows.name, cols.name);
-    double r = (double)rows.size, c = (double)cols.size;
-    double s = mu->match_rms ? 0.2 * sqrt(r > c ? r : c) : sqrt(r / c > 1 ? r / c : 1);
+    /* Keller's rule reads an nn.Linear, (fan_out, fan_in): max(1, fan_out/fan_in)^0.5; a
+     * matrix flagged BORA_PARAM_IN_OUT (GPT-2's Conv1D) is stored the other way round */
+    int in_out = u->struct_size >= offsetof(bora_param_update, flags) + sizeof u->flags &&
+                 (u->flags & BORA_PARAM_IN_OUT);
+    double fan_out = (double)(in_out ? cols.size : rows.size);
+    double fan_in = (double)(in_out ? rows.size : cols.size);
+    double s = mu->match_rms ? 0.2 * sqrt(fan_out > fan_in ? fan_out : fan_in)
+                             : sqrt(fan_out / fan_in > 1 ? fan_out / fan_in : 1);
     bora_tensor *p = u->param;
     if (u->weight_decay)
         p = bora_mul(g, p, keep);

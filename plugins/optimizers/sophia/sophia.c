@@ -32,7 +32,8 @@ typedef struct sophia {
     {"rho", BORA_KEY_FLOAT, 0, "1.0", "ρ: each coordinate's update is clipped to ±ρ, above 0"},    \
     {"epsilon", BORA_KEY_FLOAT, 0, "1e-12", "ε: the denominator's floor, above 0"},                \
     {"weight_decay", BORA_KEY_FLOAT, 0, "0.1",                                                     \
-     "decoupled weight decay, 0 or more (not on norms, biases or embeddings)"},                    \
+     "decoupled weight decay, 0 or more (not where the model's mask excludes it: norms, "         \
+     "biases, GPT-2's embeddings)"},                                                               \
     {"update_interval", BORA_KEY_INT, 0, "10", "k: a Hessian estimate at steps 1, 1 + k, 1 + 2k, ..."}, \
     {"log_metrics", BORA_KEY_BOOL, 0, "true",                                                      \
      "log optim/hessian_norm and optim/unclipped_fraction each step"},                             \
