@@ -1,9 +1,11 @@
 #!/bin/sh
 # A GPT-2 tiny (2 layers, 64 wide, byte tokens) trained 20 steps on the CUDA backend, its loss
 # curve compared with the CPU backend's: step 1 (the same weights and batch; only the rounding of
-# f32 sums differs) within 1e-5 relative, every later step within 2e-4 (AdamW amplifies the
-# rounding differences a little each step; an H200 stayed within 2e-7, and a layernorm gradient
-# missing a quarter of its rows moved the curve by 1.4e-3), the loss falling by a nat; then the
+# f32 sums differs) within 1e-5 relative, steps 2-10 within 1e-4, the later ones within 1e-3
+# (AdamW amplifies the rounding differences each step, most where the loss rises: on an H200 the
+# curve stayed within 2e-7 of the CPU's over 20 steps of one text, and within 0 to step 10 and
+# 2.6e-4 at step 20 of another; a layernorm gradient missing a quarter of its rows moved it by
+# 1.4e-3), the loss falling by a nat; then the
 # CUDA run again, which must give the same bits at every step (no atomics, a fixed algorithm per
 # matmul shape).
 # Exits 77 (skipped) where the CUDA backend cannot run (no GPU).
@@ -66,7 +68,7 @@ n=$(wc -l < "$work/cuda.loss")
 paste "$work/cpu.loss" "$work/cuda.loss" > "$work/both"
 echo "step  cpu loss      cuda loss     relative difference"
 awk '{ d = $2 - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1);
-       tol = NR == 1 ? 1e-5 : 2e-4;
+       tol = NR == 1 ? 1e-5 : NR <= 10 ? 1e-4 : 1e-3;
        printf "%4d  %.8f  %.8f  %.2e%s\n", NR, $1, $2, r, r <= tol ? "" : "  > " tol;
        if (!(r <= tol)) bad++; if (r > worst) worst = r }
      END { printf "largest relative difference %.2e\n", worst; exit bad > 0 }' "$work/both" ||
