@@ -111,5 +111,28 @@ PY
 expect 0 "resuming run old from $work/ckpt/old/step-2" run.yaml --trainer.id=old \
     --trainer.num_train_steps=2 --optimizer.type=adamw --optimizer.groups='[]'
 
+# Sophia-H on the matrices with an AdamW group for the vectors: the estimate on steps 1 and 3
+# for the base's parameters only, its metrics logged (the estimate's norm on estimate steps)
+expect 0 "hessian: the Hutchinson estimate every 2 steps" run.yaml --trainer.id=sophia \
+    --optimizer.type=sophia_h --optimizer.learning_rate=1e-3 --optimizer.update_interval=2 \
+    --optimizer.groups='[{ndim: 1, type: adamw}]' \
+    --trainer.tracker="{type: jsonl, path: $work/sophia.jsonl}"
+/usr/bin/python3 - "$work/sophia.jsonl" <<'PY' || fail "sophia's metrics: see above"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"train/loss"' in l]
+assert [r["step"] for r in rows] == [1, 2, 3, 4], rows
+for r in rows:
+    for k in ("optim/hessian_norm", "optim/unclipped_fraction"):
+        assert k in r, (r["step"], k)
+    assert 0 <= r["optim/unclipped_fraction"] <= 1, r
+    assert ("optim/hessian_estimate_norm" in r) == (r["step"] in (1, 3)), r
+    assert r["optim/hessian_norm"] > 0, r
+PY
+# groups asking for different estimates: refused, naming both sides
+expect 1 "the base optimizer and optimizer.groups[0] ask for different Hessian estimates" \
+    run.yaml --optimizer.type=sophia_h --optimizer.groups='[{ndim: 1, type: sophia_g}]'
+expect 1 "optimizer.groups[0] and optimizer.groups[1] ask for different Hessian estimates" \
+    run.yaml --optimizer.type=adamw --optimizer.groups='[{ndim: 1, type: sophia_h}, {match: "transformer.wte.*", type: sophia_h, update_interval: 3}]'
+
 [ "$fails" -eq 0 ] && echo "groups cli: all passed"
 [ "$fails" -eq 0 ]
