@@ -5,7 +5,9 @@
 # group that matches nothing warned of; trainer.json recording the groups; a checkpoint keeping
 # each group's own slots (m/v for AdamW, momentum for Muon); a resume with changed groups
 # refused, naming the changed key, and one with the same groups going on; the same bits at
-# another thread count; a checkpoint older than optimizer.groups resuming.
+# another thread count; a checkpoint older than optimizer.groups resuming; Sophia with an AdamW
+# group (its metrics, the memory line counting its estimate), and groups asking for different
+# Hessian estimates refused, naming both.
 # usage: test_groups_cli.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5
@@ -132,6 +134,17 @@ for r in rows.values():
     assert ("optim/hessian_estimate_norm" in r) == (r["step"] in (1, 3)), r
     assert r["optim/hessian_norm"] > 0, r
 PY
+# the memory line counts the estimate's tangent and hvp blocks: Sophia's rest (its state is as
+# large as AdamW's) is at least two parameter blocks more than AdamW's
+rest() { # KiB of "inputs and the rest" on the memory line of a 1-step run
+    "$bora" --plugin-dir "$plugins" train run.yaml --trainer.num_train_steps=1 "$@" 2>&1 |
+        sed -n 's/^memory: \([0-9.]*\) KiB parameters.* \([0-9.]*\) KiB inputs and the rest.*/\1 \2/p'
+}
+set -- $(rest --trainer.id=mem_a --optimizer.type=adamw --optimizer.groups='[]') \
+    $(rest --trainer.id=mem_s --optimizer.type=sophia_h --optimizer.groups='[]')
+if [ $# -ne 4 ] || ! awk -v p="$1" -v a="$2" -v s="$4" 'BEGIN { exit !(s >= a + 2 * p) }'; then
+    fail "memory: sophia_h's rest ($4 KiB) is not AdamW's ($2 KiB) plus two parameter blocks ($1 KiB each)"
+fi
 # groups asking for different estimates: refused, naming both sides
 expect 1 "the base optimizer and optimizer.groups[0] ask for different Hessian estimates" \
     run.yaml --optimizer.type=sophia_h --optimizer.groups='[{ndim: 1, type: sophia_g}]'
