@@ -919,9 +919,12 @@ gval *g_pad(g_graph *g, gval *x, const gval *like, int axis, int64_t start)
 
 /* ---- introspection and the table --------------------------------------------------------- */
 
+/* A Hessian graph is built from the model's train graph: the model sees BORA_MODE_TRAIN
+ * (sdk/bora/model.h); the host reads g->mode itself. */
 static int32_t api_mode(bora_graph *gp)
 {
-    return ((g_graph *)gp)->mode;
+    int32_t mode = ((g_graph *)gp)->mode;
+    return mode == BORA_MODE_HESSIAN ? BORA_MODE_TRAIN : mode;
 }
 static int64_t api_batch(bora_graph *gp)
 {

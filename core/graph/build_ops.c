@@ -320,11 +320,19 @@ static gval *softmax_decomposed(g_graph *g, int op, gval *x, const char *axis)
 
 /* Sophia-G's labels (g->sample_labels): a token per row drawn from the model's own softmax
  * (BORA_OP_SAMPLE, keyed by the graph's sample_counter input: the step and the first row), the
- * rows whose target is ignored left ignored. The selection goes through f32, exact for ids below
- * 2^24. */
+ * rows whose target is ignored left ignored, and so are the rows the sample op could not draw
+ * from (-1: a non-finite logit). The selection goes through f32, exact for ids up to 2^24, so a
+ * larger vocabulary is refused. */
 static gval *sampled_labels(g_graph *g, gval *l2, gval *t1, int32_t ignore_index)
 {
     bora_graph *gp = &g->pub;
+    if (l2->dims[1] > ((int64_t)1 << 24)) {
+        g_fail(g,
+               "cross_entropy: sampled labels go through f32, exact up to 2^24 classes, not "
+               "the %lld of axis '%s'",
+               (long long)l2->dims[1], l2->names[1]);
+        return NULL;
+    }
     if (!g->sample_counter) {
         bora_axis two = {"counter", 2};
         g->sample_counter = g_api.input(gp, "sample_counter", BORA_DTYPE_I64, 1, &two);
@@ -338,8 +346,11 @@ static gval *sampled_labels(g_graph *g, gval *l2, gval *t1, int32_t ignore_index
     gval *tf = drawn ? g_api.cast(gp, t1, BORA_DTYPE_F32) : NULL;
     gval *df = tf ? g_api.cast(gp, drawn, BORA_DTYPE_F32) : NULL;
     gval *ig = df ? g_api.full(gp, BORA_DTYPE_F32, 0, NULL, (double)ignore_index) : NULL;
-    gval *keep = ig ? g_binary(g, BORA_OP_EQUAL, tf, ig) : NULL;
-    gval *sel = keep ? g_where(g, keep, tf, df) : NULL;
+    gval *zero = ig ? g_api.full(gp, BORA_DTYPE_F32, 0, NULL, 0.0) : NULL;
+    gval *failed = zero ? g_binary(g, BORA_OP_LESS, df, zero) : NULL;
+    gval *df_ok = failed ? g_where(g, failed, ig, df) : NULL;
+    gval *keep = df_ok ? g_binary(g, BORA_OP_EQUAL, tf, ig) : NULL;
+    gval *sel = keep ? g_where(g, keep, tf, df_ok) : NULL;
     return sel ? g_api.cast(gp, sel, BORA_DTYPE_I32) : NULL;
 }
 

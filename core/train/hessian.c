@@ -8,6 +8,7 @@
 #include <bora/philox.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,15 @@ static int wanted(const bora_optimizer_ops *ops, bora_optimizer *opt, bora_hessi
     return 1;
 }
 
+/* Group k as the configuration names it: the base optimizer (k 0) or optimizer.groups[k - 1]. */
+static void group_name(char *out, size_t cap, size_t k)
+{
+    if (k)
+        snprintf(out, cap, "optimizer.groups[%zu]", k - 1);
+    else
+        snprintf(out, cap, "the base optimizer");
+}
+
 int bora_hessian_wanted(const bora_apply *a, bora_hessian_spec *spec, unsigned char *wants)
 {
     int any = 0;
@@ -59,12 +69,14 @@ int bora_hessian_wanted(const bora_apply *a, bora_hessian_spec *spec, unsigned c
             any = 1;
         } else if (sk.kind != spec->kind || sk.interval != spec->interval ||
                    sk.micro_batches != spec->micro_batches) {
+            char a_name[48], b_name[48];
+            group_name(a_name, sizeof a_name, first);
+            group_name(b_name, sizeof b_name, k);
             bora_error_set(BORA_ERR_CONFIG,
-                           "%s%zu and %s%zu ask for different Hessian estimates (kind, "
+                           "%s and %s ask for different Hessian estimates (kind, "
                            "update_interval or hessian_micro_batches): one estimate serves "
                            "every group",
-                           first ? "optimizer.groups[" : "the base optimizer",
-                           first ? first - 1 : 0, "optimizer.groups[", k - 1);
+                           a_name, b_name);
             return -1;
         }
     }
@@ -298,8 +310,12 @@ bora_status bora_hessian_step(bora_hessian *h, int64_t step, double lr, const in
             continue;
         const bora_apply_group *gr = &a->groups[k];
         if (gr->ops->step_scalars &&
-            gr->ops->step_scalars(gr->opt, step, lr * gr->lr_scale, values) != BORA_OK)
-            return BORA_ERR_INVALID;
+            gr->ops->step_scalars(gr->opt, step, lr * gr->lr_scale, values) != BORA_OK) {
+            char name[48];
+            group_name(name, sizeof name, k);
+            return bora_error_set(BORA_ERR_INVALID, "step %lld: %s (%s): %s", (long long)step, name,
+                                  gr->ops->hdr.name, bora_error_get());
+        }
         for (size_t i = 0; i < a->n_scalars[k] && st == BORA_OK; i++) {
             float v = (float)values[i];
             st = g_set_input(g, a->scalar_names[k][i], &v, sizeof v);

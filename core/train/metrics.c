@@ -1,5 +1,5 @@
-/* core/train/metrics.c — optimizer metrics: reports summed in parameter order in f64, read back
- * with the graph's output, and reduced on the host (a norm's square root, a mean's division). */
+/* core/train/metrics.c — optimizer metrics: reports summed in f64 in the graph's fixed order, read
+ * back with the graph's output, and reduced on the host (a norm's square root, a mean's division). */
 #include "metrics.h"
 
 #include "../util/log.h"

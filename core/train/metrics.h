@@ -1,6 +1,7 @@
 /* core/train/metrics.h — optimizer metrics (bora_optimizer_ops.metrics): what an optimizer's
- * updates report through bora_param_update.report, summed in parameter order in f64 inside the
- * graph that runs them, and read back with that graph's output. */
+ * updates report through bora_param_update.report, summed in f64 inside the graph that runs them
+ * in its fixed order (the apply graph's: group by group, the decay-masked parameters first), and
+ * read back with that graph's output. */
 #ifndef BORA_CORE_TRAIN_METRICS_H
 #define BORA_CORE_TRAIN_METRICS_H
 

@@ -143,12 +143,22 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
     int over = __builtin_mul_overflow(p, s->n_states ? s->n_states : 1, &state);
     over |= __builtin_mul_overflow((size_t)t->batch, (size_t)t->seq_len, rows);
     over |= __builtin_mul_overflow(*rows, 3 * sizeof(int32_t), &rows_bytes);
+    /* with a second-order estimate: its tangent and hvp blocks, its graphs' inputs */
+    size_t hess_bytes = 0;
+    if (t->hess_built) {
+        size_t est = t->hess.est ? g_input_bytes(t->hess.est) : 0;
+        size_t fold = t->hess.fold ? g_input_bytes(t->hess.fold) : 0;
+        over |= __builtin_add_overflow(p, p, &hess_bytes);
+        over |= __builtin_add_overflow(hess_bytes, est, &hess_bytes);
+        over |= __builtin_add_overflow(hess_bytes, fold, &hess_bytes);
+    }
     size_t parts[] = {rows_bytes,
                       g_input_bytes(t->train),
                       t->apply.g ? g_input_bytes(t->apply.g) : 0,
                       t->eval ? bora_eval_input_bytes(t->eval) : 0,
                       s->mstate_bytes,
-                      s->shadows ? p / 2 : 0};
+                      s->shadows ? p / 2 : 0,
+                      hess_bytes};
     other = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         over |= __builtin_add_overflow(other, parts[i], &other);

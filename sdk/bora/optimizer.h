@@ -110,7 +110,7 @@ typedef struct bora_param_update {
     bora_tensor *const *state;   /* one tensor per slot, in the order of ops->slots; assign too */
     bora_tensor *const *scalars; /* one 0-d f32 input per name in ops->scalars */
     /* ABI 1.11: add value (0-d, any float dtype) to this step's metric i of ops->metrics; the
-     * host sums the reports in parameter order in f64. NULL on an older host. */
+     * host sums the reports in f64 in the apply graph's fixed order. NULL on an older host. */
     bora_status (*report)(bora_graph *g, const struct bora_param_update *u, int32_t metric,
                           bora_tensor *value);
     void *host_private;

@@ -538,6 +538,8 @@ static void check_write_and_f32(void)
     g_graph *h = g_graph_new(s, BORA_MODE_HESSIAN);
     h->hvp_write = 1;
     bora_graph *gp = &h->pub;
+    /* the model is asked for its train graph: it never sees BORA_MODE_HESSIAN (model.h) */
+    CHECK(gp->api->mode(gp) == BORA_MODE_TRAIN && h->mode == BORA_MODE_HESSIAN);
     bora_axis ax[1] = {AX("x", 3)};
     bora_tensor *a = bora_param(gp, "a", BORA_DTYPE_F32, 1, ax, bora_init_normal(1.0), 0);
     const char *x[] = {"x"};
@@ -672,6 +674,57 @@ static void check_misuse(void)
     rig_close(&r);
 }
 
+/* Sophia-G's sampled labels (sample_labels): a row whose logits are not finite draws no token
+ * and is ignored, as an ignored target is, rather than failing the cross-entropy; a vocabulary
+ * the f32 selection cannot hold exactly (above 2^24) is refused when the graph is built. */
+static void check_sampled_labels(void)
+{
+    rig r;
+    rig_open(&r, plugin_dir, 1, 9);
+    g_store *s = r.store;
+    g_graph *g = g_graph_new(s, BORA_MODE_TRAIN);
+    g->sample_labels = 1;
+    g->grads_write = 1;
+    bora_graph *gp = &g->pub;
+    bora_axis ax[2] = {AX("row", 3), AX("vocab", 4)};
+    bora_tensor *lg = bora_param(gp, "logits", BORA_DTYPE_F32, 2, ax, bora_init_normal(1.0), 0);
+    bora_tensor *t = bora_input(gp, "targets", BORA_DTYPE_I32, 1, ax);
+    g->output = gp->api->cross_entropy(gp, lg, t, "vocab", NULL);
+    CHECK(g->output && g_autodiff(g, g->output) == BORA_OK && g_finalize(g) == BORA_OK);
+    CHECK(g_store_materialize(s) == BORA_OK);
+    float *p = rig_param(&r, "logits"), loss = 0, grad[12];
+    p[4 + 2] = NAN; /* row 1 */
+    int32_t targets[3] = {1, 2, -100};
+    int64_t counter[2] = {1, 0};
+    CHECK(g_set_input(g, "targets", targets, sizeof targets) == BORA_OK);
+    CHECK(g_set_input(g, "sample_counter", counter, sizeof counter) == BORA_OK);
+    if (g_run(g) != BORA_OK) {
+        fprintf(stderr, "sampled labels, a row of NaN logits: %s\n",
+                g->status ? g->error : bora_error_get());
+        test_failures++;
+    }
+    CHECK(g_read(g, g->output, &loss, sizeof loss) == BORA_OK);
+    CHECK(g_store_read(s, S_GRAD, 0, grad, sizeof grad) == BORA_OK);
+    /* row 0 alone counts: -log softmax of a drawn label, and a gradient only there */
+    CHECK(isfinite(loss) && loss > 0);
+    for (int i = 4; i < 12; i++)
+        CHECK(grad[i] == 0);
+    g_graph_free(g);
+    rig_close(&r);
+
+    rig_open(&r, plugin_dir, 1, 9);
+    g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    g->sample_labels = 1;
+    gp = &g->pub;
+    bora_axis big[2] = {AX("row", 1), AX("vocab", (1 << 24) + 1)};
+    bora_tensor *bl = bora_input(gp, "logits", BORA_DTYPE_F32, 2, big);
+    t = bora_input(gp, "targets", BORA_DTYPE_I32, 1, big);
+    CHECK(gp->api->cross_entropy(gp, bl, t, "vocab", NULL) == NULL);
+    CHECK_CONTAINS(g->error, "exact up to 2^24 classes, not the 16777217 of axis 'vocab'");
+    g_graph_free(g);
+    rig_close(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -686,6 +739,7 @@ int main(int argc, char **argv)
     check_threads_and_mixed();
     check_write_and_f32();
     check_grads_to_hvp();
+    check_sampled_labels();
     check_misuse();
     /* Every op is in some case's Hessian graph, or is a fused op a Hessian graph builds from
      * primitives (it must then never appear in one), or is never differentiated. */

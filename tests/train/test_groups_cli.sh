@@ -6,7 +6,9 @@
 # each group's own slots (m/v for AdamW, momentum for Muon); a resume with changed groups
 # refused, naming the changed key, going on with --force, and refused even so where a
 # parameter's state slots changed (naming the missing tensor); one with the same groups going
-# on; the same bits at another thread count; a checkpoint older than optimizer.groups resuming.
+# on; the same bits at another thread count; a checkpoint older than optimizer.groups resuming;
+# Sophia with an AdamW group (its metrics, the memory line counting its estimate), and groups
+# asking for different Hessian estimates refused, naming both.
 # usage: test_groups_cli.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5
@@ -120,6 +122,44 @@ json.dump(d, open(sys.argv[1], "w"))
 PY
 expect 0 "resuming run old from $work/ckpt/old/step-2" run.yaml --trainer.id=old \
     --trainer.num_train_steps=2 --optimizer.type=adamw --optimizer.groups='[]'
+
+# Sophia-H on the matrices with an AdamW group for the vectors: the estimate on steps 1 and 3
+# for the base's parameters only, its metrics logged (the estimate's norm on estimate steps)
+expect 0 "hessian: the Hutchinson (z⊙Hz) estimate every 2 steps" run.yaml --trainer.id=sophia \
+    --optimizer.type=sophia_h --optimizer.learning_rate=1e-3 --optimizer.update_interval=2 \
+    --optimizer.groups='[{ndim: 1, type: adamw}]' \
+    --trainer.tracker="{type: jsonl, path: $work/sophia.jsonl}"
+/usr/bin/python3 - "$work/sophia.jsonl" <<'PY' || fail "sophia's metrics: see above"
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    rec = json.loads(line)
+    if "step" in rec:
+        rows.setdefault(rec["step"], {"step": rec["step"]}).update(rec["metrics"])
+assert sorted(rows) == [1, 2, 3, 4], rows
+for r in rows.values():
+    for k in ("optim/hessian_norm", "optim/unclipped_fraction"):
+        assert k in r, (r["step"], k)
+    assert 0 <= r["optim/unclipped_fraction"] <= 1, r
+    assert ("optim/hessian_estimate_norm" in r) == (r["step"] in (1, 3)), r
+    assert r["optim/hessian_norm"] > 0, r
+PY
+# the memory line counts the estimate's tangent and hvp blocks: Sophia's rest (its state is as
+# large as AdamW's) is at least two parameter blocks more than AdamW's
+rest() { # KiB of "inputs and the rest" on the memory line of a 1-step run
+    "$bora" --plugin-dir "$plugins" train run.yaml --trainer.num_train_steps=1 "$@" 2>&1 |
+        sed -n 's/^memory: \([0-9.]*\) KiB parameters.* \([0-9.]*\) KiB inputs and the rest.*/\1 \2/p'
+}
+set -- $(rest --trainer.id=mem_a --optimizer.type=adamw --optimizer.groups='[]') \
+    $(rest --trainer.id=mem_s --optimizer.type=sophia_h --optimizer.groups='[]')
+if [ $# -ne 4 ] || ! awk -v p="$1" -v a="$2" -v s="$4" 'BEGIN { exit !(s >= a + 2 * p) }'; then
+    fail "memory: sophia_h's rest ($4 KiB) is not AdamW's ($2 KiB) plus two parameter blocks ($1 KiB each)"
+fi
+# groups asking for different estimates: refused, naming both sides
+expect 1 "the base optimizer and optimizer.groups[0] ask for different Hessian estimates" \
+    run.yaml --optimizer.type=sophia_h --optimizer.groups='[{ndim: 1, type: sophia_g}]'
+expect 1 "optimizer.groups[0] and optimizer.groups[1] ask for different Hessian estimates" \
+    run.yaml --optimizer.type=adamw --optimizer.groups='[{ndim: 1, type: sophia_h}, {match: "transformer.wte.*", type: sophia_h, update_interval: 3}]'
 
 [ "$fails" -eq 0 ] && echo "groups cli: all passed"
 [ "$fails" -eq 0 ]
