@@ -298,6 +298,9 @@ bora_status g_store_zero_model_state(g_store *s);
 long g_store_find(const g_store *s, const char *name);
 /* Index slot at (just added) for g_store_find. 0, or -1 out of memory. */
 int g_store_index(g_store *s, long at);
+/* A parameter's Philox key: its name's FNV-1a hash mixed with the seed (initial values use the
+ * run's seed; other draws per parameter, Hutchinson's z, a seed of their own). */
+void g_philox_key(uint64_t seed, const char *name, uint32_t key[2]);
 /* The Philox-derived initial value of element i of a parameter (f64). */
 double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i);
 

@@ -27,7 +27,7 @@ static uint64_t hash_name(const char *s)
 }
 
 /* A parameter's Philox key: its name's hash and the seed. */
-static void init_key(uint64_t seed, const char *name, uint32_t key[2])
+void g_philox_key(uint64_t seed, const char *name, uint32_t key[2])
 {
     uint64_t h = hash_name(name) ^ (seed * 0x9E3779B97F4A7C15ull);
     key[0] = (uint32_t)h, key[1] = (uint32_t)(h >> 32);
@@ -55,7 +55,7 @@ static double init_at(uint64_t seed, const uint32_t key[2], bora_init init, uint
 double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i)
 {
     uint32_t key[2];
-    init_key(seed, name, key);
+    g_philox_key(seed, name, key);
     return init_at(seed, key, init, i);
 }
 
@@ -175,7 +175,7 @@ static void *init_run(void *arg)
     const init_part *w = arg;
     size_t esz = bora_dtype_size(w->p->dtype);
     uint32_t key[2];
-    init_key(w->seed, w->p->name, key);
+    g_philox_key(w->seed, w->p->name, key);
     for (size_t e = w->from; e < w->to; e++)
         store_value(w->host + e * esz, w->p->dtype, init_at(w->seed, key, w->p->init, e));
     return NULL;

@@ -251,11 +251,8 @@ static bora_status write_z(bora_hessian *h, int64_t step)
             h->z = z;
             h->z_cap = n;
         }
-        uint64_t hash = 1469598103934665603ull;
-        for (const char *c = s->name; *c; c++)
-            hash = (hash ^ (unsigned char)*c) * 1099511628211ull;
-        hash ^= (store->seed + Z_STREAM) * 0x9E3779B97F4A7C15ull;
-        uint32_t key[2] = {(uint32_t)hash, (uint32_t)(hash >> 32)};
+        uint32_t key[2];
+        g_philox_key(store->seed + Z_STREAM, s->name, key);
         for (size_t e = 0; e < n; e++)
             h->z[e] = z_at(key, e, step);
         bora_status st = g_store_write_tangent(store, (long)i, h->z, n);
