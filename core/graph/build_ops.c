@@ -693,6 +693,12 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
         kvh = g_intern(opts->kv_head_axis);
     }
     int64_t window = v9 ? opts->sliding_window : 0;
+    int v12 =
+        opts && opts->struct_size >= offsetof(bora_attention_opts, softcap) + sizeof(opts->softcap);
+    if (v12 && opts->softcap != 0) {
+        g_fail(g, "attention: softcap %g is not supported by this host", opts->softcap);
+        return NULL;
+    }
     char dq[256], dk[256], dv[256];
     g_describe(q, dq, sizeof dq);
     g_describe(k, dk, sizeof dk);
@@ -876,7 +882,8 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
                                klen != NULL,
                                0,
                                0,
-                               window};
+                               window,
+                               0.0};
     if (window && !g->store->elem_ops) {
         g_fail(g,
                "attention: sliding_window needs a backend built for ABI 1.9 or later (this one "

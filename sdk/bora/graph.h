@@ -303,6 +303,11 @@ typedef struct bora_opt_attention {
      * built for 1.9 or later. Grouped-query attention needs no option here: k and v (B,H_kv,S,E)
      * have H_kv heads dividing q's H, and query head h reads kv head h / (H / H_kv). */
     int64_t sliding_window;
+    /* (ABI 1.12) c > 0: each scaled score s = scale·q·k becomes c·tanh(s / c) before the masks
+     * and the softmax (Gemma 2's attn_logit_softcapping); the gradient goes through the tanh
+     * (ds = dc·(1 - tanh²)). 0: none. The host sets it only for backends built for 1.12 or later
+     * and gives older ones the decomposition. */
+    double softcap;
 } bora_opt_attention;
 
 typedef struct bora_opt_iota { /* ABI 1.9 */
@@ -455,6 +460,9 @@ typedef struct bora_attention_opts {
      * key_length L the queries are the last T positions, query t at position i = L - T + t, so a
      * decode step (T = 1) at position L - 1 sees keys L - W .. L - 1 of the cache. 0: none. */
     int64_t sliding_window;
+    /* (ABI 1.12) c > 0: each score s = scale·q·k is soft-capped to c·tanh(s / c) before the
+     * masks and the softmax (Gemma 2's attn_logit_softcapping), forward and backward; 0: none. */
+    double softcap;
 } bora_attention_opts;
 
 /* The builder's functions; reached through every graph, so call sites read bora_add(g, a, b). */

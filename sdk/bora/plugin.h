@@ -81,10 +81,12 @@ extern "C" {
  * with Philox, bora_opt_sample), which the host asks only of backends built for 1.11 or later,
  * bora_graph_api.sample, and bora_optimizer_ops.hessian, build_hessian_update, metrics and
  * build_metrics with bora_param_update.report: second-order estimates and per-step metrics for
- * optimizers; and bora_param_update.flags with BORA_PARAM_IN_OUT, a matrix's storage order). A minor
+ * optimizers; and bora_param_update.flags with BORA_PARAM_IN_OUT, a matrix's storage order; 1.12 appends bora_attention_opts.softcap and
+ * bora_opt_attention.softcap, attention scores soft-capped by c·tanh(s / c), which the host sets
+ * only for backends built for 1.12 or later). A minor
  * bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 11
+#define BORA_ABI_MINOR 12
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

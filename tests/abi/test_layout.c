@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 11,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 12,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
@@ -101,7 +101,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_opt_xent, struct_size) == 0, "bora_opt_xent.struct_size");
     _Static_assert(offsetof(bora_opt_xent, ignore_index) == 4, "bora_opt_xent.ignore_index");
     _Static_assert(offsetof(bora_opt_xent, z_loss) == 8, "bora_opt_xent.z_loss");
-    _Static_assert(sizeof(bora_opt_attention) == 40, "size of bora_opt_attention");
+    _Static_assert(sizeof(bora_opt_attention) == 48, "size of bora_opt_attention");
     _Static_assert(offsetof(bora_opt_attention, struct_size) == 0,
                    "bora_opt_attention.struct_size");
     _Static_assert(offsetof(bora_opt_attention, causal) == 4, "bora_opt_attention.causal");
@@ -112,6 +112,8 @@ static void layout(void)
                    "bora_opt_attention.product_dtype");
     _Static_assert(offsetof(bora_opt_attention, sliding_window) == 32,
                    "bora_opt_attention.sliding_window (ABI 1.9)");
+    _Static_assert(offsetof(bora_opt_attention, softcap) == 40,
+                   "bora_opt_attention.softcap (ABI 1.12)");
     _Static_assert(sizeof(bora_opt_pad) == 16, "size of bora_opt_pad");
     _Static_assert(offsetof(bora_opt_pad, struct_size) == 0, "bora_opt_pad.struct_size");
     _Static_assert(offsetof(bora_opt_pad, axis) == 4, "bora_opt_pad.axis");
@@ -159,7 +161,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_xent_opts, struct_size) == 0, "bora_xent_opts.struct_size");
     _Static_assert(offsetof(bora_xent_opts, ignore_index) == 4, "bora_xent_opts.ignore_index");
     _Static_assert(offsetof(bora_xent_opts, z_loss) == 8, "bora_xent_opts.z_loss");
-    _Static_assert(sizeof(bora_attention_opts) == 88, "size of bora_attention_opts");
+    _Static_assert(sizeof(bora_attention_opts) == 96, "size of bora_attention_opts");
     _Static_assert(offsetof(bora_attention_opts, struct_size) == 0,
                    "bora_attention_opts.struct_size");
     _Static_assert(offsetof(bora_attention_opts, causal) == 4, "bora_attention_opts.causal");
@@ -180,6 +182,8 @@ static void layout(void)
                    "bora_attention_opts.kv_head_axis");
     _Static_assert(offsetof(bora_attention_opts, sliding_window) == 80,
                    "bora_attention_opts.sliding_window");
+    _Static_assert(offsetof(bora_attention_opts, softcap) == 88,
+                   "bora_attention_opts.softcap (ABI 1.12)");
     _Static_assert(sizeof(bora_graph_api) == 336, "size of bora_graph_api");
     /* ABI 1.11 */
     _Static_assert(offsetof(bora_graph_api, sample) == 328, "bora_graph_api.sample");
