@@ -605,6 +605,17 @@ static void check_softcap_rules(void)
                 worst, bent);
         test_failures++;
     }
+    /* a cap past f32's range (1e300: no bend at all) runs the loops in double: plain values */
+    CHECK(!strcmp(
+        softcap_build(1e300, sizeof(bora_attention_opts), BORA_ABI_MINOR, unsized, &fused, &tanhs),
+        ""));
+    worst = 0;
+    for (int i = 0; i < SC_OUT; i++)
+        worst = fmax(worst, fabs(unsized[i] - plain[i]));
+    if (!(fused == 1 && worst <= 1e-5)) {
+        fprintf(stderr, "softcap 1e300: %d fused nodes, %g from the plain values\n", fused, worst);
+        test_failures++;
+    }
     /* a 1.11 caller's struct ends before softcap: whatever lies there is never read */
     CHECK(!strcmp(softcap_build(-7, offsetof(bora_attention_opts, softcap), BORA_ABI_MINOR, unsized,
                                 &fused, &tanhs),

@@ -6,12 +6,12 @@
  * in a fixed order (grouped-query attention: query head h reads kv head h / G, by index). Every job is
  * one thread's from start to end, so the bits never depend on the thread count. The loops of
  * kernels_t.h stay the reference (and the path for layouts these do not take: head_dim must be
- * the dense inner axis of every operand). A soft cap (bora_opt_attention.softcap, c > 0) turns each
- * row of scores into c·tanh(S / c) before the masks, and the backward pass, recomputing it, keeps
- * S / c to multiply the scores' gradient by 1 - tanh². Under trainer.mp c=bf16 the products may take bf16
- * operands on oneDNN's matmul primitive instead (below: "bf16 products"), whose jobs depend on
- * the thread count, so that path keeps its bits run after run but not across thread counts
- * (bf16 makes no such promise, docs/design.md §8). */
+ * the dense inner axis of every operand). A soft cap (bora_opt_attention.softcap, c > 0) turns
+ * each row of scores into c·tanh(S / c) before the masks, and the backward pass, recomputing
+ * it, keeps S / c to multiply the scores' gradient by 1 - tanh². Under trainer.mp c=bf16 the
+ * products may take bf16 operands on oneDNN's matmul primitive instead (below: "bf16
+ * products"), whose jobs depend on the thread count, so that path keeps its bits run after run
+ * but not across thread counts (bf16 makes no such promise, docs/design.md §8). */
 #include "kernels_fast.h"
 
 #include <dnnl.h>
@@ -56,8 +56,11 @@ static int att_setup(const bora_kernel_args *a, int extra, att_shape *sh)
     if (opt->struct_size >= offsetof(bora_opt_attention, sliding_window) + sizeof(int64_t))
         sh->W = opt->sliding_window;
     if (opt->struct_size >= offsetof(bora_opt_attention, softcap) + sizeof(double) &&
-        opt->softcap > 0)
+        opt->softcap > 0) {
         sh->cap = (float)opt->softcap, sh->inv_cap = (float)(1.0 / opt->softcap);
+        if (!(sh->cap > 0) || !isfinite(sh->cap) || !isfinite(sh->inv_cap))
+            return 0; /* a cap past f32's range: the loops, in double */
+    }
     int at = extra;
     if (opt->segments) {
         const bora_tensor_desc *sq = &a->inputs[at], *sk = &a->inputs[at + 1];
