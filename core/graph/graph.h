@@ -161,6 +161,7 @@ struct g_store {
     int scatter_init;    /* SCATTER_ADD may add into a third input's values (ABI 1.7) */
     int matmul_bias;     /* MATMUL may add a third input, a bias row (ABI 1.8) */
     int elem_ops;        /* the backend may be asked for the ops from BORA_OP_SIN on (ABI 1.9) */
+    int attn_softcap;    /* its attention kernels read bora_opt_attention.softcap (ABI 1.12) */
     uint32_t abi_minor;  /* the ABI minor the backend was built for (for messages) */
     int residual_dtype;  /* trainer.mp's r: the residual stream's dtype in memory (0: f32) */
     int shadows_stale;   /* the parameters changed outside an apply graph */

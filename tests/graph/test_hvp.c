@@ -176,17 +176,21 @@ static bora_tensor *b_embedding(bora_graph *g, int v)
     return bora_unary(g, BORA_OP_TANH, g->api->embedding(g, P(g, "a", 2, ax), ids, "vocab"));
 }
 
-/* attention: causal; with segment ids; not causal; grouped heads with a window of 2. */
+/* attention: causal; with segment ids; not causal; grouped heads with a window of 2; then soft-
+ * capped scores (c·tanh(s / c)): causal, c = 0.8; grouped heads, window 2 and segment ids, c = 1.5
+ * (the Hessian graph's decomposition against the fused kernels' gradients). */
 static bora_tensor *b_attention(bora_graph *g, int v)
 {
-    int gqa = v == 3;
+    int gqa = v == 3 || v == 5;
     bora_axis qa[4] = {AX("batch", 2), AX("heads", gqa ? 4 : 2), AX("position", 4),
                        AX("head_dim", 3)};
     bora_axis ka[4] = {AX("batch", 2), AX(gqa ? "kv_heads" : "heads", 2), AX("key_position", 4),
                        AX("head_dim", 3)};
     bora_tensor *q = P(g, "a", 4, qa), *k = P(g, "b", 4, ka), *vv = P(g, "c", 4, ka);
     bora_attention_opts o = {.struct_size = sizeof o, .causal = v != 2};
-    if (v == 1) {
+    if (v >= 4)
+        o.softcap = v == 4 ? 0.8 : 1.5;
+    if (v == 1 || v == 5) {
         bora_axis sa[2] = {AX("batch", 2), AX("position", 4)};
         o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);
     }
@@ -280,7 +284,7 @@ static const hcase cases[] = {
     {"softmax", b_softmax, 2},
     {"cross_entropy", b_xent, 3},
     {"embedding", b_embedding, 1},
-    {"attention", b_attention, 4},
+    {"attention", b_attention, 6},
     {"rope", b_rope, 2},
     {"layout", b_layout, 6},
     {"checkpointed", b_checkpointed, 1},
