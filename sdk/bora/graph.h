@@ -644,17 +644,18 @@ struct bora_graph_api {
     bora_tensor *(*sample)(bora_graph *g, bora_tensor *logits, const char *axis,
                            bora_tensor *counter, uint64_t seed, uint64_t stream);
 
-    /* ABI 1.13: mixture-of-experts routing. A dropless layer over tokens x (token, embed), router
-     * logits (token, expert) and experts' w (expert, embed, mlp):
-     *   weights = top_k(softmax(logits), "expert", 2, "choice", &chosen)   (token, choice)
-     *   keys = merge(chosen, {token, choice}) -> (row); order = argsort(keys)
-     *   sizes = bincount(embedding(keys as a table, order), {"expert", E})
-     *   xs = embedding(x broadcast to (token, choice, embed) merged to (row, embed), order)
-     *   ys = grouped_matmul(xs, w, sizes, "embed")                       (row, mlp)
-     * and back: scatter-add ys (times the sorted weights) to row order by order, the gradient of
-     * the gather (embedding(ys, argsort(order)) reads the same), then sum over choice. */
+    /* ABI 1.13: mixture-of-experts routing. A dropless layer over tokens x (token, embed),
+     * router logits (token, expert) and the experts' w (expert, embed, mlp), as
+     * tests/graph/test_moe_ops.c builds it:
+     *   weights = top_k(softmax(logits), "expert", 2, "choice", &chosen)  (token, choice)
+     *   keys = merge(chosen, {token, choice}, "row"); order = argsort(keys); sizes =
+     *   bincount(keys, {"expert", E}); xs = embedding(x broadcast over choice and merged to
+     *   (row, embed), order, "row"); ys = grouped_matmul(xs, w, sizes, "embed") (row, mlp);
+     *   back = embedding(ys, argsort(order), "row") split to (token, choice, mlp), times
+     *   weights, summed over choice (Mixtral first divides the weights by their sum over
+     *   choice). The gathers' gradients are scatter-adds. */
 
-    /* The k largest entries of x (a float dtype) along axis, largest first (BORA_OP_TOP_K): the
+    /* The k largest entries of x (f32 or f64) along axis, largest first (BORA_OP_TOP_K): the
      * values, x's dtype, with axis replaced in place by a new axis k_axis of size k (1 <= k <=
      * axis's size), and, through indices (if not NULL), their i32 indices along axis, shaped
      * alike. Ties go to the lower index, NaN ranks above every number. The values' gradient goes
