@@ -491,6 +491,67 @@ static void check_routed_gradient(void)
     rig_close(&r);
 }
 
+/* Under trainer.mp c=bf16, loss Σ y·u over y = grouped_matmul(x, w) of f32 parameters: the
+ * backward's grouped products take bf16 operands (x, w and dy = u rounded) accumulated in f32,
+ * dx = bf16(u)·bf16(w_e)ᵀ and dw_e = bf16(x_e)ᵀ·bf16(u_e), against those sums in f64. */
+static void check_bf16_gradient(void)
+{
+    rig r;
+    rig_open(&r, plugin_dir, 1, 9);
+    g_store_mixed(r.store, BORA_DTYPE_BF16, 0, BORA_ABI_MINOR);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &g->pub;
+    bora_axis xa[2] = {AX("row", GR), AX("embed", GK)}, ya[2] = {AX("row", GR), AX("mlp", GN)};
+    bora_axis wa[3] = {AX("expert", GE), AX("embed", GK), AX("mlp", GN)};
+    bora_tensor *x = bora_param(gp, "x", BORA_DTYPE_F32, 2, xa, bora_init_normal(1.0), 0);
+    bora_tensor *w = bora_param(gp, "w", BORA_DTYPE_F32, 3, wa, bora_init_normal(1.0), 0);
+    bora_tensor *s = bora_input(gp, "sizes", BORA_DTYPE_I32, 1, wa);
+    bora_tensor *u = bora_input(gp, "u", BORA_DTYPE_F32, 2, ya);
+    const char *both[2] = {"row", "mlp"};
+    gval *loss = gp->api->reduce(
+        gp, BORA_OP_SUM, bora_mul(gp, gp->api->grouped_matmul(gp, x, w, s, "embed"), u), 2, both);
+    g->output = loss;
+    static const int32_t sizes[GE] = {3, 0, 4, 1};
+    float uv[GR * GN];
+    for (int i = 0; i < GR * GN; i++)
+        uv[i] = (float)(sin(0.9 * i + 0.1) * 1.7);
+    if (!loss || g_autodiff(g, loss) || g_finalize(g) || g_store_materialize(r.store) ||
+        g_set_input(g, "sizes", sizes, sizeof sizes) || g_set_input(g, "u", uv, sizeof uv) ||
+        g_run(g)) {
+        fprintf(stderr, "bf16 gradient: graph failed: %s %s\n", g->error, bora_error_get());
+        test_failures++;
+        goto done;
+    }
+    const float *xv = rig_param(&r, "x"), *wv = rig_param(&r, "w");
+    const float *dx = rig_grad(&r, "x"), *dw = rig_grad(&r, "w");
+    int e_of[GR], r0 = 0, bad = 0;
+    for (int e = 0; e < GE; e++)
+        for (int k = 0; k < sizes[e]; k++)
+            e_of[r0++] = e;
+    for (int rr = 0; rr < GR; rr++) /* row 8 is past the sum: zero */
+        for (int k = 0; k < GK; k++) {
+            double want = 0;
+            for (int n = 0; rr < r0 && n < GN; n++)
+                want += bf16_round(uv[rr * GN + n]) * bf16_round(wv[(e_of[rr] * GK + k) * GN + n]);
+            bad += !(fabs(dx[rr * GK + k] - want) <= 1e-6 * (1 + fabs(want)));
+        }
+    for (int e = 0, start = 0; e < GE; start += sizes[e++])
+        for (int k = 0; k < GK; k++)
+            for (int n = 0; n < GN; n++) {
+                double want = 0;
+                for (int rr = start; rr < start + sizes[e]; rr++)
+                    want += bf16_round(xv[rr * GK + k]) * bf16_round(uv[rr * GN + n]);
+                bad += !(fabs(dw[(e * GK + k) * GN + n] - want) <= 1e-6 * (1 + fabs(want)));
+            }
+    if (bad) {
+        fprintf(stderr, "bf16 gradient: %d elements of dx and dw differ from the bf16 sums\n", bad);
+        test_failures++;
+    }
+done:
+    g_graph_free(g);
+    rig_close(&r);
+}
+
 /* ---- threads ------------------------------------------------------------------------------ */
 
 /* An f32 grouped product past one block of rows (700 rows, sizes {650, 0, 40}) and its
@@ -629,6 +690,7 @@ int main(int argc, char **argv)
     check_grouped_forward();
     check_grouped_gradient();
     check_routed_gradient();
+    check_bf16_gradient();
     check_threads();
     check_refusals();
     return test_summary("test_moe_ops");
