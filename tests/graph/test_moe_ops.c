@@ -1,9 +1,10 @@
 /* tests/graph/test_moe_ops.c — the mixture-of-experts ops (ABI 1.13) on the CPU backend, against
- * plain loops written here: top_k (ties, NaN, -0 and +0, k equal to the axis, an axis not last),
+ * plain loops written here: top_k (ties, NaN, -0 and +0, k equal to the axis, an axis not last,
+ * a 1-d x),
  * argsort and bincount of routing keys and the permutation's round trip through embedding,
  * grouped_matmul in f64 and f32 (empty groups, one group taking every row, rows past the sizes'
  * sum, sizes changing between runs of one graph, transposed operands) and under trainer.mp
- * c=bf16; gradients of grouped_matmul and of a whole routed layer (softmax, top_k, the gathers
+ * c=bf16 (forward and gradients, against the bf16 sums); gradients of grouped_matmul and of a whole routed layer (softmax, top_k, the gathers
  * and scatter-adds, the grouped product, the weighted sum) against central differences in f64;
  * 1 and 2 threads giving the same bits in f32; bad sizes and bad builds refused with their
  * messages.
@@ -122,6 +123,27 @@ static void check_top_k(void)
             }
         }
     }
+}
+
+/* A 1-d x: one row, its values and indices. */
+static void check_top_k_1d(void)
+{
+    rig r;
+    rig_open(&r, plugin_dir, 1, 1);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
+    bora_graph *gp = &g->pub;
+    bora_tensor *x = bora_input(gp, "x", BORA_DTYPE_F64, 1, &AX("expert", 5)), *idx = NULL;
+    bora_tensor *v = gp->api->top_k(gp, x, "expert", 2, "choice", &idx);
+    /* values and indices in one output: v + 10·index */
+    output(g, bora_add(gp, v, gp->api->scale(gp, gp->api->cast(gp, idx, BORA_DTYPE_F64), 10)));
+    const double xv[5] = {0.5, 3, -1, 3, 2};
+    double got[2];
+    CHECK(g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
+          g_set_input(g, "x", xv, sizeof xv) == BORA_OK && g_run(g) == BORA_OK &&
+          g_read(g, g->output, got, sizeof got) == BORA_OK);
+    CHECK(got[0] == 3 + 10 * 1 && got[1] == 3 + 10 * 3);
+    g_graph_free(g);
+    rig_close(&r);
 }
 
 /* ---- argsort, bincount, the permutation's round trip -------------------------------------- */
@@ -686,6 +708,7 @@ int main(int argc, char **argv)
     }
     plugin_dir = argv[1];
     check_top_k();
+    check_top_k_1d();
     check_routing();
     check_grouped_forward();
     check_grouped_gradient();
