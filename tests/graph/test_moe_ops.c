@@ -1,13 +1,12 @@
 /* tests/graph/test_moe_ops.c — the mixture-of-experts ops (ABI 1.13) on the CPU backend, against
  * plain loops written here: top_k (ties, NaN, -0 and +0, k equal to the axis, an axis not last,
- * a 1-d x),
- * argsort and bincount of routing keys and the permutation's round trip through embedding,
- * grouped_matmul in f64 and f32 (empty groups, one group taking every row, rows past the sizes'
- * sum, sizes changing between runs of one graph, transposed operands) and under trainer.mp
- * c=bf16 (forward and gradients, against the bf16 sums); gradients of grouped_matmul and of a whole routed layer (softmax, top_k, the gathers
- * and scatter-adds, the grouped product, the weighted sum) against central differences in f64;
- * 1 and 2 threads giving the same bits in f32; bad sizes and bad builds refused with their
- * messages.
+ * a 1-d x), argsort and bincount of routing keys and the permutation's round trip through
+ * embedding, grouped_matmul in f64 and f32 (empty groups, one group taking every row, rows past
+ * the sizes' sum, sizes changing between runs of one graph, transposed operands) and under
+ * trainer.mp c=bf16 (forward and gradients, against the bf16 sums); gradients of grouped_matmul
+ * and of a whole routed layer (softmax, top_k, the gathers and scatter-adds, the grouped
+ * product, the weighted sum) against central differences in f64; 1 and 2 threads giving the
+ * same bits in f32; bad sizes and bad builds refused with their messages.
  *
  * usage: test_moe_ops PLUGIN_DIR */
 #include "../test.h"
