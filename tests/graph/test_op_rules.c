@@ -6,9 +6,10 @@
  * the residual fusion, refused options); grouped-query attention's refusals and an older
  * options struct; the soft cap's refusals, older options structs and the ABI version that gives
  * it to the fused kernel; sample's draws treated as constants by autodiff, against finite
- * differences.
- * Every op a check here runs counts; write_slice and sample, which no case in test_ops
- * differentiates, must run here.
+ * differences; the mixture-of-experts ops refused on a backend built before ABI 1.13, and run
+ * (forward and backward) on this one. Every op a check here runs counts; write_slice, sample and
+ * the mixture-of-experts ops (test_moe_ops checks them against references), which no case in
+ * test_ops differentiates, must run here.
  *
  * usage: test_op_rules PLUGIN_DIR */
 #include "../test.h"
@@ -685,6 +686,56 @@ done:
     rig_close(&r);
 }
 
+/* A routed layer's gradient graph (top_k, argsort, bincount, grouped_matmul and its weight
+ * gradient): refused naming top_k on a backend believed built for ABI 1.12, and run on this one,
+ * where the routed rows give the gradients their expected zeros (an expert no token chose). */
+static void check_moe_rules(void)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t minor = pass ? BORA_ABI_MINOR : 12;
+        rig r;
+        rig_open(&r, plugin_dir, 1, 4);
+        g_store_backend_abi(r.store, minor);
+        g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+        bora_graph *gp = &g->pub;
+        const bora_graph_api *A = gp->api;
+        bora_axis la[2] = {AX("token", 3), AX("expert", 4)};
+        bora_axis wa[3] = {AX("expert", 4), AX("embed", 2), AX("mlp", 2)};
+        bora_axis xa[2] = {AX("token", 3), AX("embed", 2)};
+        bora_tensor *logits = bora_input(gp, "logits", BORA_DTYPE_F64, 2, la), *idx = NULL;
+        bora_tensor *weights = A->top_k(gp, logits, "expert", 1, "choice", &idx);
+        const char *tc[2] = {"token", "choice"};
+        bora_tensor *keys = A->merge(gp, idx, 2, tc, "token");
+        bora_tensor *order = A->argsort(gp, keys);
+        bora_tensor *xs = A->embedding(gp, P(gp, "x", BORA_DTYPE_F64, 2, xa), order, "token");
+        bora_tensor *y = A->grouped_matmul(gp, xs, P(gp, "w", BORA_DTYPE_F64, 3, wa),
+                                           A->bincount(gp, keys, wa[0]), "embed");
+        const char *ym[2] = {"token", "mlp"}, *c1[1] = {"choice"};
+        bora_tensor *loss = A->reduce(
+            gp, BORA_OP_SUM, bora_mul(gp, y, A->reduce(gp, BORA_OP_SUM, weights, 1, c1)), 2, ym);
+        g->output = loss;
+        CHECK(loss && g_autodiff(g, loss) == BORA_OK);
+        if (minor < 13) {
+            CHECK(g_finalize(g) == BORA_ERR_INVALID);
+            CHECK_CONTAINS(g->error,
+                           "backend 'cpu' was built for ABI 1.12, which has no op 'top_k' (ABI "
+                           "1.13); rebuild the backend against this SDK");
+        } else {
+            /* tokens 0 and 2 choose expert 3, token 1 expert 0: experts 1 and 2 get nothing */
+            const double lv[12] = {0, 1, 2, 5, 9, 1, 2, 3, 0, 0, 0, 1};
+            CHECK(g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
+                  g_set_input(g, "logits", lv, sizeof lv) == BORA_OK && g_run(g) == BORA_OK);
+            const double *dw = rig_grad(&r, "w");
+            for (int i = 0; i < 16; i++)
+                CHECK((dw[i] != 0) == (i < 4 || i >= 12));
+            for (int k = 0; k < BORA_OP_COUNT_; k++)
+                ops_seen[k] += g->op_runs[k];
+        }
+        g_graph_free(g);
+        rig_close(&r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -698,8 +749,15 @@ int main(int argc, char **argv)
     check_gqa_rules();
     check_softcap_rules();
     check_sample_constant();
+    check_moe_rules();
     /* the ops test_ops leaves to this test (see its final check) */
-    static const int here[] = {BORA_OP_WRITE_SLICE, BORA_OP_SAMPLE};
+    static const int here[] = {BORA_OP_WRITE_SLICE,
+                               BORA_OP_SAMPLE,
+                               BORA_OP_TOP_K,
+                               BORA_OP_ARGSORT,
+                               BORA_OP_BINCOUNT,
+                               BORA_OP_GROUPED_MATMUL,
+                               BORA_OP_GROUPED_MATMUL_GRAD};
     for (size_t i = 0; i < sizeof here / sizeof here[0]; i++)
         if (!ops_seen[here[i]]) {
             fprintf(stderr, "op '%s' (%d) did not run in test_op_rules\n", g_op_name(here[i]),
