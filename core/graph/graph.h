@@ -147,8 +147,8 @@ struct g_store {
     size_t param_bytes;
     bora_buffer *params, *grads, *arena, *states;
     char *param_ptr, *grad_ptr, *arena_ptr, *state_ptr;
-    size_t n_states; /* optimizer state slots per parameter (each a copy of the layout) */
-    size_t arena_bytes;
+    size_t n_states;    /* optimizer state slots per parameter (each a copy of the layout) */
+    size_t arena_bytes; /* the most any graph needs (g_store_fit_arena): the arena's size */
     uint64_t seed;
     int compute_dtype; /* trainer.mp's c: the dtype of model graphs' matmul operands (0: as built) */
     /* Under c=bf16, every f32 parameter's bf16 copy (its shadow), at half its parameter offset:
@@ -257,6 +257,10 @@ void g_store_free(g_store *s);
 /* Allocate the parameter and gradient blocks and initialise parameters (after every graph
  * declared its parameters). */
 bora_status g_store_materialize(g_store *s);
+/* Make the arena hold bytes (g_finalize, for each graph): before g_store_materialize, the most
+ * any graph needs so far; after, a larger buffer replaces the arena where bytes exceed it (what it
+ * held is lost). BORA_OK, or BORA_ERR_NOMEM naming the arena, the old one kept. */
+bora_status g_store_fit_arena(g_store *s, size_t bytes);
 /* Zero every gradient. */
 bora_status g_store_zero_grads(g_store *s);
 /* Before g_store_materialize: also keep, per parameter, a tangent (the direction v of a
@@ -390,7 +394,8 @@ bora_status g_set_input(g_graph *g, const char *name, const void *data, size_t n
 /* Run every node; kernels_run and bytes_moved report what it did. */
 bora_status g_run(g_graph *g);
 /* Copy a value out (it must be a base with storage: the output, a parameter, a gradient). The
- * graphs of a store share one arena, so a graph's output is valid until another graph runs. */
+ * graphs of a store share one arena, so a graph's output is valid until another graph runs or
+ * one finalized after g_store_materialize grows the arena. */
 bora_status g_read(g_graph *g, const gval *v, void *dst, size_t nbytes);
 /* nbytes of such a value from byte at: a part of it (one row of logits). */
 bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t nbytes);

@@ -808,8 +808,14 @@ bora_status g_finalize(g_graph *g)
     else if (placed > 0)
         g_fail(g, "the graph's intermediate values would take more than 2^62 bytes at once");
     free(iv);
-    if (g->arena_bytes > g->store->arena_bytes)
-        g->store->arena_bytes = g->arena_bytes;
+    /* The store's arena holds every graph's: planned to the largest before it is allocated,
+     * grown for a graph built after. */
+    bora_status fit = g->status ? BORA_OK : g_store_fit_arena(g->store, g->arena_bytes);
+    if (fit != BORA_OK) {
+        g_fail(g, "%s", bora_error_get());
+        g->status = fit; /* out of memory, not a misbuilt graph */
+        bora_error_set(fit, "%s", g->error);
+    }
 
     free(needed);
     /* (Inputs are allocated when first written or run: a caller states what the graphs need,

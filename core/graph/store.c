@@ -217,6 +217,43 @@ static bora_status zero_buffer(g_store *s, bora_buffer *b, size_t bytes)
     return st;
 }
 
+/* The arena buffer's bytes once allocated: the largest graph's need (64 where none needs any). */
+static size_t arena_held(const g_store *s)
+{
+    return s->arena_bytes ? s->arena_bytes : 64;
+}
+
+bora_status g_store_fit_arena(g_store *s, size_t bytes)
+{
+    if (!s->arena) { /* only planned so far: materialize allocates the largest need */
+        if (bytes > s->arena_bytes)
+            s->arena_bytes = bytes;
+        return BORA_OK;
+    }
+    if (bytes <= arena_held(s))
+        return BORA_OK;
+    /* A graph finalized after materialize needs more: a larger buffer replaces the arena. This
+     * is sound because no address in the arena outlives a call: g_run and g_read take every
+     * value's address from s->arena (arena_ptr) as they go, fused groups fill their arguments at
+     * run time, and a backend's prepare sees no data. What the old arena held (the last run's
+     * output) is not carried over, as when another graph runs. The new buffer is had before the
+     * old one goes, so a failure leaves the store and its graphs as they were. */
+    bora_buffer *grown = NULL;
+    if (s->ops->buffer_alloc(s->backend, bytes, 64, &grown) != BORA_OK)
+        return bora_error_set(BORA_ERR_NOMEM,
+                              "cannot grow the graphs' arena from %zu to %zu bytes on %s for a "
+                              "graph built after the store was allocated (%s); build every "
+                              "graph before allocating the store, so that the arena is sized "
+                              "once for the largest",
+                              arena_held(s), bytes, s->backend_name, bora_error_get());
+    s->ops->buffer_free(s->backend, s->arena);
+    s->arena = grown;
+    s->arena_ptr = s->ops->buffer_ptr(s->backend, grown);
+    s->arena_bytes = bytes;
+    bora_log(BORA_LOG_DEBUG, "store: the graphs' arena grown to %zu bytes", bytes);
+    return BORA_OK;
+}
+
 bora_status g_store_materialize(g_store *s)
 {
     size_t bytes = s->param_bytes ? s->param_bytes : 64, state_bytes;
@@ -226,8 +263,7 @@ bora_status g_store_materialize(g_store *s)
     if (s->ops->buffer_alloc(s->backend, bytes, 64, &s->grads) != BORA_OK)
         return bora_error_set(BORA_ERR_NOMEM, "cannot allocate %zu bytes of gradients on %s", bytes,
                               s->backend_name);
-    if (s->ops->buffer_alloc(s->backend, s->arena_bytes ? s->arena_bytes : 64, 64, &s->arena) !=
-        BORA_OK)
+    if (s->ops->buffer_alloc(s->backend, arena_held(s), 64, &s->arena) != BORA_OK)
         return bora_error_set(BORA_ERR_NOMEM,
                               "cannot allocate the graphs' arena, %zu bytes, on %s (its size "
                               "grows with the micro-batch and the model's sizes)",
