@@ -6,6 +6,8 @@
 
 #include <bora/model.h>
 
+#include "decoder.h"
+
 #include <stdint.h>
 
 /* The four types: what differs between them is which keys exist, their defaults, and the

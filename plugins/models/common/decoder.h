@@ -1,0 +1,100 @@
+/* plugins/models/common/decoder.h — what the decoder-only model plugins (llama, gemma) share:
+ * the layer helpers in Hugging Face's names and layouts (nn.Linear, RMSNorm), the inputs and
+ * outputs of each mode, the KV cache with its ring for sliding layers, and RoPE's config.json
+ * keys (rope_theta, rope_scaling) read into a bora_rope_spec and written back. A static library
+ * linked into each plugin (plugins/models/common/CMakeLists.txt); it sees only the SDK. */
+#ifndef BORA_MODELS_DECODER_H
+#define BORA_MODELS_DECODER_H
+
+#include <bora/model.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One build: the graph, its mode and the inputs every layer reads. */
+typedef struct decoder_ctx {
+    bora_graph *g;
+    const bora_graph_api *A;
+    int32_t mode;
+    int cached;               /* prefill or decode: the layers keep a KV cache */
+    int64_t seq_len;          /* positions per window and in a full layer's cache */
+    double initializer_range; /* the normal init of linear and embedding weights */
+    bora_tensor *ids;         /* input_ids (batch, position) */
+    bora_tensor *seg;         /* segment ids (train, eval, prefill) */
+    bora_tensor *pos;         /* decode: the new token's position */
+    bora_tensor *key_length;  /* decode: position + 1; prefill: the tokens the window holds */
+    bora_axis io[2];          /* (batch, position) of the inputs */
+} decoder_ctx;
+
+/* Declares the inputs of mode (input_ids, segment_ids, and the extents a cache reads) into c;
+ * any_ring says whether some layer keeps a ring cache (prefill then reads key_length). */
+void decoder_inputs(decoder_ctx *c, bora_graph *g, int32_t mode, int64_t seq_len, int any_ring,
+                    double initializer_range);
+/* The mode's result from the logits (batch, position, vocab): the summed cross-entropy against
+ * targets in train, else the logits themselves. */
+bora_status decoder_output(decoder_ctx *c, bora_tensor *logits, bora_tensor **out);
+
+/* An f32 parameter. */
+bora_tensor *decoder_param(decoder_ctx *c, const char *name, int n, const bora_axis *axes,
+                           bora_init init, uint32_t flags);
+/* A 0-d f32 constant. */
+bora_tensor *decoder_scalar(decoder_ctx *c, double v);
+/* An RMSNorm weight over axis (size n) named prefix.weight, initialised to init, applied to x as
+ * x · rstd · (weight + weight_offset) (Llama: ones and 0; Gemma: zeros and 1). */
+bora_tensor *decoder_rms(decoder_ctx *c, const char *prefix, bora_tensor *x, const char *axis,
+                         int64_t n, double eps, double weight_offset, bora_init init);
+/* nn.Linear: x (..., in) -> (..., out), weight prefix.weight (out, in), an optional bias
+ * prefix.bias, an optional activation fused in the dot (BORA_OP_SILU, BORA_OP_GELU_TANH). */
+bora_tensor *decoder_linear(decoder_ctx *c, const char *prefix, bora_tensor *x, const char *in,
+                            int64_t in_size, const char *out, int64_t out_size, int bias,
+                            int activation);
+/* RoPE (rotate-half, Hugging Face's layout) over x's position and head_dim axes. */
+bora_tensor *decoder_rope(decoder_ctx *c, bora_tensor *x, const bora_rope_spec *spec);
+
+/* The KV cache of one attention layer (model states prefix.key_cache and prefix.value_cache,
+ * (batch, key_position, kv_heads, head_dim)): writes k and v (after RoPE, key_position axis)
+ * into it and replaces them with what attention reads, adjusting ao. A layer that slides within
+ * W (> 0) shorter than seq_len keeps only W rows, as a ring: position p lives in row p mod W;
+ * prefill then attends over the window's own keys, and decode over the filled rows in any order
+ * (every one of them is inside the window). Nothing happens outside prefill and decode. */
+void decoder_kv_cache(decoder_ctx *c, const char *prefix, bora_tensor **k, bora_tensor **v,
+                      int64_t kv_heads, int64_t head_dim, int64_t W, bora_attention_opts *ao);
+
+/* ---- keys ------------------------------------------------------------------------------------ */
+
+/* Whether the table has key; its default as an integer (0 where null) or a float. */
+int decoder_has_key(const bora_key *keys, const char *key);
+int64_t decoder_key_int(const bora_key *keys, const char *key);
+double decoder_key_float(const bora_key *keys, const char *key);
+/* An integer key with the table's default, whose null (or absence, where the table says null)
+ * means fallback. */
+bora_status decoder_read_int(const bora_host *h, const bora_config *cfg, const bora_key *keys,
+                             const char *key, int64_t fallback, int64_t *out);
+/* layer_types (a list of full_attention / sliding_attention, num_hidden_layers L long) into
+ * slides[] (1: sliding); *n is 0 where the key is absent or null (slides[] untouched). */
+bora_status decoder_read_layer_types(const bora_host *h, const bora_config *cfg, int64_t L,
+                                     uint8_t *slides, size_t *n);
+/* Refuses sizes whose products (heads x head_dim, vocab x hidden, hidden x 2·intermediate) pass
+ * 2^62. */
+bora_status decoder_check_sizes(const bora_host *h, int64_t heads, int64_t head_dim,
+                                int64_t vocab_size, int64_t hidden_size, int64_t intermediate_size);
+
+/* ---- RoPE's keys ------------------------------------------------------------------------------ */
+
+/* rope_theta (default theta_default) and rope_scaling into *s; errors name model.<key>.
+ * max_position_embeddings supplies transformers' fallbacks (dynamic, yarn); *original_given
+ * says whether rope_scaling gave original_max_position_embeddings. */
+bora_status decoder_read_rope(const bora_host *h, const bora_config *cfg, double theta_default,
+                              int64_t max_position_embeddings, bora_rope_spec *s,
+                              int *original_given);
+
+/* A JSON text written into a caller's buffer; len counts what did not fit too. */
+typedef struct decoder_json {
+    char *p;
+    size_t cap, len;
+} decoder_json;
+void decoder_put(decoder_json *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "rope_scaling": {...} or null, as decoder_read_rope reads it back. */
+void decoder_put_rope_scaling(decoder_json *b, const bora_rope_spec *s, int original_given);
+
+#endif
