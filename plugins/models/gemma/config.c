@@ -285,11 +285,15 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, gemma
     if ((st = decoder_read_int(h, cfg, keys, "num_key_value_heads", H, &m->num_key_value_heads)) !=
         BORA_OK)
         return st;
-    if (m->num_key_value_heads < 1 || H % m->num_key_value_heads)
+    if (m->num_key_value_heads < 1 || H % m->num_key_value_heads) {
+        char why[96] = "";
+        if (!h->config_child(h, cfg, "num_key_value_heads"))
+            snprintf(why, sizeof why, " (not given: %s's default)", gemma_kind_name[kind]);
         return h->fail(h, BORA_ERR_CONFIG,
-                       "model.num_key_value_heads: %lld must be at least 1 and divide "
+                       "model.num_key_value_heads: %lld%s must be at least 1 and divide "
                        "num_attention_heads %lld",
-                       (long long)m->num_key_value_heads, (long long)H);
+                       (long long)m->num_key_value_heads, why, (long long)H);
+    }
     if ((st = decoder_check_sizes(h, H, m->head_dim, m->vocab_size, m->hidden_size,
                                   m->intermediate_size)) != BORA_OK ||
         (st = read_activation(h, cfg, kind)) != BORA_OK)
