@@ -1,6 +1,6 @@
 #!/bin/sh
-# bora generate on each Gemma type as a user meets it: a tiny model of each trained for a few
-# steps, then 60 tokens after a prompt with a 32-position context, with the KV cache (one
+# bora generate on each Gemma type as a user meets it: a tiny model of each trained for 150
+# steps (enough that its tokens depend on the window), then 60 tokens after a prompt with a 32-position context, with the KV cache (one
 # prefill, one position per token until the context is full, then the window again) and with
 # --no-cache (the whole window recomputed per token): the same ids, greedy and sampled. The
 # Gemma 2 and Gemma 3 models slide within 8 positions (shorter than the context and than the
@@ -26,7 +26,7 @@ model: $model
 optimizer: {type: adamw, learning_rate: 1e-2, warmup: 5}
 data: {train_urls: [$work/small.txt], tokenizer: $tok}
 trainer:
-  num_train_steps: 40
+  num_train_steps: 150
   train_batch_size: 8
   num_threads: 1
   id: $type
@@ -36,10 +36,10 @@ YAML
     out=$("$bora" --plugin-dir "$plugins" train $type.yaml 2>&1) || { echo "$out"; fail "$type: train"; continue; }
     for how in "--temperature 0" "--temperature 0.9 --seed 5"; do
         # shellcheck disable=SC2086
-        a=$("$bora" --plugin-dir "$plugins" generate --checkpoint ckpt/$type/step-40 \
+        a=$("$bora" --plugin-dir "$plugins" generate --checkpoint ckpt/$type/step-150 \
             --prompt "The jury said" --max-tokens 60 --ids $how 2>&1) || fail "$type: generate: $a"
         # shellcheck disable=SC2086
-        b=$("$bora" --plugin-dir "$plugins" generate --checkpoint ckpt/$type/step-40 \
+        b=$("$bora" --plugin-dir "$plugins" generate --checkpoint ckpt/$type/step-150 \
             --prompt "The jury said" --max-tokens 60 --ids --no-cache $how 2>&1) ||
             fail "$type: generate --no-cache: $b"
         ia=$(echo "$a" | sed -n 's/^ids: //p') ib=$(echo "$b" | sed -n 's/^ids: //p')
