@@ -91,7 +91,7 @@ expect 0 "parameters: 28 tensors" "{$g3, layer_types: [sliding_attention, full_a
 expect 0 "parameters: 37 tensors" "{$g3, attention_bias: true, tie_word_embeddings: false}"
 # gradient checkpointing: the same losses, bitwise
 run() {
-    expect 0 "trained 3 steps" "{$g3, sliding_window: 4, sliding_window_pattern: 2, gradient_checkpointing: $1}" \
+    expect 0 "trained 3 steps" "{$g3, sliding_window: 4, sliding_window_pattern: 2, rope_theta: 5000.0, rope_local_base_freq: 50.0, gradient_checkpointing: $1}" \
         train run.yaml --trainer.id=ck-$1 "--trainer.tracker={type: jsonl, path: $work/ck-$1.jsonl}"
 }
 run false

@@ -1,9 +1,9 @@
 #!/bin/sh
 # bora generate on each Gemma type as a user meets it: a tiny model of each trained for 150
-# steps (enough that its tokens depend on the window), then 60 tokens after a prompt with a 32-position context, with the KV cache (one
-# prefill, one position per token until the context is full, then the window again) and with
-# --no-cache (the whole window recomputed per token): the same ids, greedy and sampled. The
-# Gemma 2 and Gemma 3 models slide within 8 positions (shorter than the context and than the
+# steps (enough that its sampled tokens depend on the window's keys), then 60 tokens after a
+# prompt with a 32-position context, with the KV cache (one prefill, one position per token
+# until the context is full, then the window again) and with --no-cache (the whole window
+# recomputed per token): the same ids, greedy and sampled. The Gemma 2 and Gemma 3 models slide within 8 positions (shorter than the context and than the
 # 60 tokens), so their sliding layers keep 8 cache rows as a ring: Gemma 2 on layers 0 and 2,
 # Gemma 3 on all but layer 2 (sliding_window_pattern 3), with its local RoPE base on those and
 # linear rope scaling on the global one; Gemma 2's final logits are soft-capped.
