@@ -3,18 +3,35 @@
  * the ring a sliding layer keeps (decoder.h). */
 #include "decoder.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
-void decoder_inputs(decoder_ctx *c, bora_graph *g, int32_t mode, int64_t seq_len, int any_ring,
-                    double initializer_range)
+bora_status decoder_check_build(const decoder_dims *d, const char *type, bora_graph *g,
+                                int32_t mode)
+{
+    const bora_host *h = d->h;
+    if (mode != BORA_MODE_TRAIN && mode != BORA_MODE_EVAL && mode != BORA_MODE_PREFILL &&
+        mode != BORA_MODE_DECODE)
+        return h->fail(h, BORA_ERR_UNSUPPORTED, "%s has no graph for mode %d", type, mode);
+    if (g->api->struct_size < offsetof(bora_graph_api, rope) + sizeof(void *))
+        return h->fail(h, BORA_ERR_UNSUPPORTED, "%s needs a host with rms_norm and rope (ABI 1.9)",
+                       type);
+    return BORA_OK;
+}
+
+void decoder_inputs(decoder_ctx *c, const decoder_dims *d, bora_graph *g, int32_t mode)
 {
     const bora_graph_api *A = g->api;
+    int64_t seq_len = d->seq_len;
+    int any_ring = 0;
+    for (int64_t l = 0; l < d->num_hidden_layers; l++)
+        any_ring |= d->slides[l] && d->sliding_window && d->sliding_window < seq_len;
     *c = (decoder_ctx){.g = g,
                        .A = A,
                        .mode = mode,
                        .cached = mode == BORA_MODE_PREFILL || mode == BORA_MODE_DECODE,
                        .seq_len = seq_len,
-                       .initializer_range = initializer_range};
+                       .initializer_range = d->initializer_range};
     int64_t T = mode == BORA_MODE_DECODE ? 1 : seq_len;
     c->io[0] = (bora_axis){"batch", A->batch(g)};
     c->io[1] = (bora_axis){"position", T};
@@ -27,6 +44,73 @@ void decoder_inputs(decoder_ctx *c, bora_graph *g, int32_t mode, int64_t seq_len
     }
     if (mode == BORA_MODE_PREFILL && any_ring) /* which of the window's rows hold tokens */
         c->key_length = A->extent(g, "key_length", seq_len);
+}
+
+bora_tensor *decoder_embed_table(decoder_ctx *c, const decoder_dims *d)
+{
+    bora_axis a[2] = {{"vocab", d->vocab_size}, {"embed", d->hidden_size}};
+    return decoder_param(c, "model.embed_tokens.weight", 2, a,
+                         bora_init_normal(d->initializer_range), 0);
+}
+
+bora_tensor *decoder_lm_head(decoder_ctx *c, const decoder_dims *d, bora_tensor *x,
+                             bora_tensor *embed)
+{
+    bora_axis a[2] = {{"vocab", d->vocab_size}, {"embed", d->hidden_size}};
+    bora_tensor *head = embed;
+    if (!d->tie_word_embeddings)
+        head = decoder_param(c, "lm_head.weight", 2, a, bora_init_normal(d->initializer_range), 0);
+    const char *e[] = {"embed"};
+    return bora_dot(c->g, x, head, 1, e);
+}
+
+void decoder_qkv(decoder_ctx *c, const decoder_dims *d, const char *prefix, bora_tensor *h,
+                 int bias, bora_tensor **q, bora_tensor **k, bora_tensor **v)
+{
+    /* K and V keep their own head axis (kv_heads), which GQA reads per group of query heads */
+    const char *proj[3] = {"q_proj", "k_proj", "v_proj"};
+    const char *heads[3] = {"heads", "kv_heads", "kv_heads"};
+    int64_t n_heads[3] = {d->num_attention_heads, d->num_key_value_heads, d->num_key_value_heads};
+    bora_tensor **out[3] = {q, k, v};
+    char n[200];
+    for (int i = 0; i < 3; i++) {
+        snprintf(n, sizeof n, "%s.%s", prefix, proj[i]);
+        bora_tensor *t = decoder_linear(c, n, h, "embed", d->hidden_size, "proj",
+                                        n_heads[i] * d->head_dim, bias, 0);
+        bora_axis parts[2] = {{heads[i], n_heads[i]}, {"head_dim", d->head_dim}};
+        *out[i] = c->A->split(c->g, t, "proj", 2, parts); /* (batch, position, heads, head_dim) */
+    }
+}
+
+bora_tensor *decoder_attend(decoder_ctx *c, const decoder_dims *d, const char *prefix,
+                            bora_tensor *q, bora_tensor *k, bora_tensor *v, bora_attention_opts *ao,
+                            int o_bias)
+{
+    const bora_graph_api *A = c->A;
+    int64_t H = d->num_attention_heads, hd = d->head_dim;
+    decoder_kv_cache(c, prefix, &k, &v, d->num_key_value_heads, hd, ao->sliding_window, ao);
+    bora_tensor *att = A->attention(c->g, q, k, v, ao);
+    const char *merge[] = {"heads", "head_dim"};
+    att = A->merge(c->g, att, 2, merge, "attn");
+    char n[200];
+    snprintf(n, sizeof n, "%s.o_proj", prefix);
+    att = decoder_linear(c, n, att, "attn", H * hd, "embed_out", d->hidden_size, o_bias, 0);
+    return bora_rename(c->g, att, "embed_out", "embed");
+}
+
+bora_tensor *decoder_gated_mlp(decoder_ctx *c, const decoder_dims *d, int64_t l, bora_tensor *h,
+                               int bias, int activation)
+{
+    int64_t E = d->hidden_size, F = d->intermediate_size;
+    char n[160];
+    snprintf(n, sizeof n, "model.layers.%lld.mlp.gate_proj", (long long)l);
+    bora_tensor *gate = decoder_linear(c, n, h, "embed", E, "mlp", F, bias, activation);
+    snprintf(n, sizeof n, "model.layers.%lld.mlp.up_proj", (long long)l);
+    bora_tensor *up = decoder_linear(c, n, h, "embed", E, "mlp", F, bias, 0);
+    snprintf(n, sizeof n, "model.layers.%lld.mlp.down_proj", (long long)l);
+    bora_tensor *y =
+        decoder_linear(c, n, bora_mul(c->g, gate, up), "mlp", F, "embed_out", E, bias, 0);
+    return bora_rename(c->g, y, "embed_out", "embed");
 }
 
 bora_status decoder_output(decoder_ctx *c, bora_tensor *logits, bora_tensor **out)

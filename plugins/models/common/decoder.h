@@ -11,6 +11,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What every decoder model has, read from the keys both families share: a model's struct
+ * starts with it (decoder_model_new), so the helpers below take the model as a decoder_dims. */
+typedef struct decoder_dims {
+    const bora_host *h;
+    /* config.json's sizes */
+    int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
+    int64_t num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
+    /* bora's own: positions per training window (and in the KV cache) */
+    int64_t seq_len;
+    double initializer_range, rms_norm_eps;
+    int tie_word_embeddings;
+    int gradient_checkpointing;
+    int64_t sliding_window; /* the window's size where a layer slides (0: no window) */
+    uint8_t *slides;        /* per layer: 1 where the layer attends within the window */
+    bora_rope_spec rope;    /* rope_theta and rope_scaling */
+    /* whether rope_scaling gave original_max_position_embeddings (else it is a fallback, which
+     * config.json must not state: transformers <= 4.55 would derive yarn's factor from it) */
+    int rope_original_given;
+} decoder_dims;
+
+#define DECODER_MAX_LAYERS 4096
+
+/* A zeroed model of size bytes (a struct that starts with decoder_dims) with its slides[], or
+ * NULL with the host's error set; decoder_model_free frees both. */
+void *decoder_model_new(const bora_host *h, size_t size);
+void decoder_model_free(bora_model *model);
+/* The shared keys into d, with the defaults of the type's table keys: the sizes (head_dim null
+ * or absent from the table: hidden_size / num_attention_heads; num_key_value_heads null:
+ * num_attention_heads), initializer_range, rms_norm_eps, attention_dropout (only 0),
+ * tie_word_embeddings, gradient_checkpointing, and rope_theta / rope_scaling over the whole
+ * head. Errors name model.<key>; type names the type in them. */
+bora_status decoder_read_dims(const bora_host *h, const bora_config *cfg, const bora_key *keys,
+                              const char *type, decoder_dims *d);
+
 /* One build: the graph, its mode and the inputs every layer reads. */
 typedef struct decoder_ctx {
     bora_graph *g;
@@ -26,10 +60,32 @@ typedef struct decoder_ctx {
     bora_axis io[2];          /* (batch, position) of the inputs */
 } decoder_ctx;
 
-/* Declares the inputs of mode (input_ids, segment_ids, and the extents a cache reads) into c;
- * any_ring says whether some layer keeps a ring cache (prefill then reads key_length). */
-void decoder_inputs(decoder_ctx *c, bora_graph *g, int32_t mode, int64_t seq_len, int any_ring,
-                    double initializer_range);
+/* Refuses a mode without a graph and a host without rms_norm and rope (ABI 1.9). */
+bora_status decoder_check_build(const decoder_dims *d, const char *type, bora_graph *g,
+                                int32_t mode);
+/* Declares the inputs of mode (input_ids, segment_ids, and the extents a cache reads: prefill
+ * reads key_length where some layer keeps a ring) into c. */
+void decoder_inputs(decoder_ctx *c, const decoder_dims *d, bora_graph *g, int32_t mode);
+/* model.embed_tokens.weight (vocab, embed). */
+bora_tensor *decoder_embed_table(decoder_ctx *c, const decoder_dims *d);
+/* The LM head over the final hidden states x: the embedding when tied, else lm_head.weight;
+ * (batch, position, vocab). */
+bora_tensor *decoder_lm_head(decoder_ctx *c, const decoder_dims *d, bora_tensor *x,
+                             bora_tensor *embed);
+/* q_proj, k_proj and v_proj of prefix (model.layers.N.self_attn) over h (batch, position,
+ * embed), split into heads: q (..., heads, head_dim), k and v (..., kv_heads, head_dim). */
+void decoder_qkv(decoder_ctx *c, const decoder_dims *d, const char *prefix, bora_tensor *h,
+                 int bias, bora_tensor **q, bora_tensor **k, bora_tensor **v);
+/* Attention of q over k and v (after RoPE; k and v on key_position) with ao, through the KV
+ * cache in prefill and decode (the window ao->sliding_window), heads merged and o_proj applied:
+ * (batch, position, embed). */
+bora_tensor *decoder_attend(decoder_ctx *c, const decoder_dims *d, const char *prefix,
+                            bora_tensor *q, bora_tensor *k, bora_tensor *v, bora_attention_opts *ao,
+                            int o_bias);
+/* The gated MLP of layer l: down_proj(act(gate_proj(h)) · up_proj(h)), act fused in gate's dot
+ * (BORA_OP_SILU: SwiGLU; BORA_OP_GELU_TANH: GeGLU). */
+bora_tensor *decoder_gated_mlp(decoder_ctx *c, const decoder_dims *d, int64_t l, bora_tensor *h,
+                               int bias, int activation);
 /* The mode's result from the logits (batch, position, vocab): the summed cross-entropy against
  * targets in train, else the logits themselves. */
 bora_status decoder_output(decoder_ctx *c, bora_tensor *logits, bora_tensor **out);
@@ -65,6 +121,7 @@ void decoder_kv_cache(decoder_ctx *c, const char *prefix, bora_tensor **k, bora_
 /* Whether the table has key; its default as an integer (0 where null) or a float. */
 int decoder_has_key(const bora_key *keys, const char *key);
 int64_t decoder_key_int(const bora_key *keys, const char *key);
+int decoder_key_bool(const bora_key *keys, const char *key);
 double decoder_key_float(const bora_key *keys, const char *key);
 /* An integer key with the table's default, whose null (or absence, where the table says null)
  * means fallback. */

@@ -83,3 +83,11 @@ bora_status decoder_check_sizes(const bora_host *h, int64_t heads, int64_t head_
                        "hidden_size x 2·intermediate_size must each stay within 2^62");
     return BORA_OK;
 }
+
+int decoder_key_bool(const bora_key *keys, const char *key)
+{
+    for (const bora_key *k = keys; k->name; k++)
+        if (!strcmp(k->name, key) && k->default_value)
+            return !strcmp(k->default_value, "true");
+    return 0;
+}

@@ -219,17 +219,17 @@ static bora_status read_activation(const bora_host *h, const bora_config *cfg, g
  * sliding_window_pattern-th; layer_types wins where given. */
 static bora_status read_window(const bora_host *h, const bora_config *cfg, gemma *m)
 {
-    int64_t L = m->num_hidden_layers;
+    int64_t L = m->d.num_hidden_layers;
     if (m->kind == GEMMA)
         return BORA_OK;
     bora_status st =
-        decoder_read_int(h, cfg, gemma_keys[m->kind], "sliding_window", 0, &m->sliding_window);
+        decoder_read_int(h, cfg, gemma_keys[m->kind], "sliding_window", 0, &m->d.sliding_window);
     if (st != BORA_OK)
         return st;
-    if (m->sliding_window < 0)
+    if (m->d.sliding_window < 0)
         return h->fail(h, BORA_ERR_CONFIG,
                        "model.sliding_window: %lld is negative; give a size or null",
-                       (long long)m->sliding_window);
+                       (long long)m->d.sliding_window);
     int64_t pattern = 2; /* Gemma2Config: "sliding_attention" if (i + 1) % 2 */
     if (m->kind == GEMMA3) {
         if ((st = h->config_int(h, cfg, "sliding_window_pattern", 6, &pattern)) != BORA_OK)
@@ -242,85 +242,20 @@ static bora_status read_window(const bora_host *h, const bora_config *cfg, gemma
         m->sliding_window_pattern = pattern;
     }
     for (int64_t l = 0; l < L; l++)
-        m->slides[l] = (l + 1) % pattern != 0;
+        m->d.slides[l] = (l + 1) % pattern != 0;
     size_t n = 0;
-    if ((st = decoder_read_layer_types(h, cfg, L, m->slides, &n)) != BORA_OK)
-        return st;
-    m->layer_types_given = n > 0;
-    return BORA_OK;
+    return decoder_read_layer_types(h, cfg, L, m->d.slides, &n);
 }
 
 static bora_status read_config(const bora_host *h, const bora_config *cfg, gemma *m)
 {
     gemma_kind kind = m->kind;
-    const bora_key *keys = gemma_keys[kind];
-    struct {
-        const char *key;
-        int64_t *out;
-    } ints[] = {{"seq_len", &m->seq_len},
-                {"vocab_size", &m->vocab_size},
-                {"hidden_size", &m->hidden_size},
-                {"intermediate_size", &m->intermediate_size},
-                {"num_hidden_layers", &m->num_hidden_layers},
-                {"num_attention_heads", &m->num_attention_heads},
-                {"head_dim", &m->head_dim},
-                {"max_position_embeddings", &m->max_position_embeddings}};
-    bora_status st = BORA_OK;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == BORA_OK; i++) {
-        st = h->config_int(h, cfg, ints[i].key, decoder_key_int(keys, ints[i].key), ints[i].out);
-        if (st == BORA_OK && *ints[i].out < 1)
-            return h->fail(h, BORA_ERR_CONFIG, "model.%s must be at least 1, not %lld", ints[i].key,
-                           (long long)*ints[i].out);
-    }
-    if (st != BORA_OK)
+    bora_status st = decoder_read_dims(h, cfg, gemma_keys[kind], gemma_kind_name[kind], &m->d);
+    if (st != BORA_OK || (st = read_activation(h, cfg, kind)) != BORA_OK ||
+        (st = h->config_bool(h, cfg, "attention_bias", 0, &m->attention_bias)) != BORA_OK)
         return st;
-    /* the ring caches compute their row in f32, exact below 2^23 positions */
-    if (m->seq_len > ((int64_t)1 << 23))
-        return h->fail(h, BORA_ERR_CONFIG, "model.seq_len: %lld is more than 8388608",
-                       (long long)m->seq_len);
-    if (m->num_hidden_layers > GEMMA_MAX_LAYERS)
-        return h->fail(h, BORA_ERR_CONFIG, "model.num_hidden_layers: %lld is more than %d",
-                       (long long)m->num_hidden_layers, GEMMA_MAX_LAYERS);
-    int64_t H = m->num_attention_heads;
-    if ((st = decoder_read_int(h, cfg, keys, "num_key_value_heads", H, &m->num_key_value_heads)) !=
-        BORA_OK)
-        return st;
-    if (m->num_key_value_heads < 1 || H % m->num_key_value_heads) {
-        char why[96] = "";
-        if (!h->config_child(h, cfg, "num_key_value_heads"))
-            snprintf(why, sizeof why, " (not given: %s's default)", gemma_kind_name[kind]);
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.num_key_value_heads: %lld%s must be at least 1 and divide "
-                       "num_attention_heads %lld",
-                       (long long)m->num_key_value_heads, why, (long long)H);
-    }
-    if ((st = decoder_check_sizes(h, H, m->head_dim, m->vocab_size, m->hidden_size,
-                                  m->intermediate_size)) != BORA_OK ||
-        (st = read_activation(h, cfg, kind)) != BORA_OK)
-        return st;
-    double dropout = 0;
-    if ((st = h->config_float(h, cfg, "initializer_range", 0.02, &m->initializer_range)) ||
-        (st = h->config_float(h, cfg, "rms_norm_eps", 1e-6, &m->rms_norm_eps)) ||
-        (st = h->config_float(h, cfg, "attention_dropout", 0.0, &dropout)) ||
-        (st = h->config_bool(h, cfg, "tie_word_embeddings", 1, &m->tie_word_embeddings)) ||
-        (st = h->config_bool(h, cfg, "attention_bias", 0, &m->attention_bias)) ||
-        (st = h->config_bool(h, cfg, "gradient_checkpointing", 0, &m->gradient_checkpointing)))
-        return st;
-    if (!(m->initializer_range >= 0 && isfinite(m->initializer_range)))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.initializer_range: %g is not a standard deviation; give 0 or more",
-                       m->initializer_range);
-    if (!(m->rms_norm_eps > 0 && isfinite(m->rms_norm_eps)))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.rms_norm_eps: %g would let RMSNorm divide by zero; give a number "
-                       "above 0",
-                       m->rms_norm_eps);
-    if (dropout != 0)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.attention_dropout: %g; bora trains without dropout (give 0)",
-                       dropout);
     /* Gemma 1 scales by head_dim^-½; Gemma 2 and 3 by query_pre_attn_scalar^-½ */
-    m->query_pre_attn_scalar = (double)m->head_dim;
+    m->query_pre_attn_scalar = (double)m->d.head_dim;
     if (kind != GEMMA) {
         if ((st = h->config_float(h, cfg, "query_pre_attn_scalar", 256,
                                   &m->query_pre_attn_scalar)) != BORA_OK ||
@@ -335,6 +270,7 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, gemma
                            "is its -½ power)",
                            m->query_pre_attn_scalar);
     }
+    m->rope_local = m->d.rope;
     if (kind == GEMMA3) {
         int bidirectional = 0;
         if ((st = h->config_bool(h, cfg, "use_bidirectional_attention", 0, &bidirectional)))
@@ -344,22 +280,9 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, gemma
                            "model.use_bidirectional_attention: true (EmbeddingGemma's encoder) "
                            "is not supported; bora's gemma3 is the causal language model "
                            "(give false)");
-    }
-    double theta = decoder_key_float(keys, "rope_theta");
-    if ((st = decoder_read_rope(h, cfg, theta, m->max_position_embeddings, &m->rope,
-                                &m->rope_original_given)) != BORA_OK)
-        return st;
-    m->rope.rotary_dims = m->head_dim;
-    int64_t least = m->rope.kind == BORA_ROPE_DYNAMIC ? 4 : 2;
-    if (m->rope.rotary_dims < least || m->rope.rotary_dims % 2)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.head_dim: %lld; RoPE rotates pairs of dims: give an even head_dim, "
-                       "at least %lld",
-                       (long long)m->rope.rotary_dims, (long long)least);
-    m->rope_local = m->rope;
-    if (kind == GEMMA3) { /* the sliding layers' rotary_emb_local: default RoPE, its own base */
+        /* the sliding layers' rotary_emb_local: default RoPE with its own base */
         m->rope_local = bora_rope_spec_default();
-        m->rope_local.rotary_dims = m->head_dim;
+        m->rope_local.rotary_dims = m->d.head_dim;
         if ((st = h->config_float(h, cfg, "rope_local_base_freq", 10000.0, &m->rope_local.theta)) !=
             BORA_OK)
             return st;
@@ -374,18 +297,10 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, gemma
 bora_status gemma_create_kind(const bora_host *h, const bora_config *cfg, gemma_kind kind,
                               bora_model **out)
 {
-    gemma *m = h->alloc(h, sizeof *m, 16);
+    gemma *m = decoder_model_new(h, sizeof *m);
     if (!m)
-        return h->fail(h, BORA_ERR_NOMEM, "out of memory");
-    memset(m, 0, sizeof *m);
-    m->h = h;
+        return BORA_ERR_NOMEM;
     m->kind = kind;
-    m->slides = h->alloc(h, GEMMA_MAX_LAYERS, 16);
-    if (!m->slides) {
-        h->free(h, m);
-        return h->fail(h, BORA_ERR_NOMEM, "out of memory");
-    }
-    memset(m->slides, 0, GEMMA_MAX_LAYERS);
     bora_status st = read_config(h, cfg, m);
     if (st != BORA_OK) {
         gemma_destroy((bora_model *)m);
@@ -397,9 +312,7 @@ bora_status gemma_create_kind(const bora_host *h, const bora_config *cfg, gemma_
 
 void gemma_destroy(bora_model *model)
 {
-    gemma *m = (gemma *)model;
-    m->h->free(m->h, m->slides);
-    m->h->free(m->h, m);
+    decoder_model_free(model);
 }
 
 /* ---- config.json ------------------------------------------------------------------------------ */
@@ -427,29 +340,29 @@ bora_status gemma_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
                 "\"head_dim\": %lld, \"%s\": \"gelu_pytorch_tanh\", "
                 "\"max_position_embeddings\": %lld, \"initializer_range\": %.17g, "
                 "\"rms_norm_eps\": %.17g, \"tie_word_embeddings\": %s, \"rope_theta\": %.17g, ",
-                arch[m->kind], model_type[m->kind], (long long)m->vocab_size,
-                (long long)m->hidden_size, (long long)m->intermediate_size,
-                (long long)m->num_hidden_layers, (long long)m->num_attention_heads,
-                (long long)m->num_key_value_heads, (long long)m->head_dim,
+                arch[m->kind], model_type[m->kind], (long long)m->d.vocab_size,
+                (long long)m->d.hidden_size, (long long)m->d.intermediate_size,
+                (long long)m->d.num_hidden_layers, (long long)m->d.num_attention_heads,
+                (long long)m->d.num_key_value_heads, (long long)m->d.head_dim,
                 m->kind == GEMMA ? "hidden_act" : "hidden_activation",
-                (long long)m->max_position_embeddings, m->initializer_range, m->rms_norm_eps,
-                m->tie_word_embeddings ? "true" : "false", m->rope.theta);
-    decoder_put_rope_scaling(&b, &m->rope, m->rope_original_given);
+                (long long)m->d.max_position_embeddings, m->d.initializer_range, m->d.rms_norm_eps,
+                m->d.tie_word_embeddings ? "true" : "false", m->d.rope.theta);
+    decoder_put_rope_scaling(&b, &m->d.rope, m->d.rope_original_given);
     decoder_put(&b, ", \"attention_bias\": %s, \"attention_dropout\": 0.0",
                 m->attention_bias ? "true" : "false");
     if (m->kind != GEMMA) {
         decoder_put(&b, ", \"query_pre_attn_scalar\": %.17g", m->query_pre_attn_scalar);
-        if (m->sliding_window)
-            decoder_put(&b, ", \"sliding_window\": %lld", (long long)m->sliding_window);
+        if (m->d.sliding_window)
+            decoder_put(&b, ", \"sliding_window\": %lld", (long long)m->d.sliding_window);
         else
             decoder_put(&b, ", \"sliding_window\": null");
         put_cap(&b, "final_logit_softcapping", m->final_logit_softcapping);
         put_cap(&b, "attn_logit_softcapping", m->attn_logit_softcapping);
         /* transformers before layer_types (4.53) read the pattern; later ones the list */
         decoder_put(&b, ", \"layer_types\": [");
-        for (int64_t l = 0; l < m->num_hidden_layers; l++)
+        for (int64_t l = 0; l < m->d.num_hidden_layers; l++)
             decoder_put(&b, "%s\"%s\"", l ? ", " : "",
-                        m->slides[l] ? "sliding_attention" : "full_attention");
+                        m->d.slides[l] ? "sliding_attention" : "full_attention");
         decoder_put(&b, "]");
     }
     if (m->kind == GEMMA3)

@@ -17,7 +17,6 @@
 #include "gemma.h"
 
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 
 static bora_status gemma_create(const bora_host *h, const bora_config *cfg, bora_model **out)
@@ -33,160 +32,109 @@ static bora_status gemma3_create(const bora_host *h, const bora_config *cfg, bor
     return gemma_create_kind(h, cfg, GEMMA3, out);
 }
 
-typedef struct ctx {
-    decoder_ctx d;
-    const gemma *m;
-} ctx;
-
 /* GemmaRMSNorm: x · rstd · (1 + w), w initialised to zeros, over axis (size n). */
-static bora_tensor *rms(ctx *c, const char *prefix, bora_tensor *x, const char *axis, int64_t n)
+static bora_tensor *rms(decoder_ctx *c, const gemma *m, const char *prefix, bora_tensor *x,
+                        const char *axis, int64_t n)
 {
-    return decoder_rms(&c->d, prefix, x, axis, n, c->m->rms_norm_eps, 1.0, bora_init_zeros());
+    return decoder_rms(c, prefix, x, axis, n, m->d.rms_norm_eps, 1.0, bora_init_zeros());
 }
 
 /* A 0-d constant in x's dtype. */
-static bora_tensor *like(ctx *c, bora_tensor *x, double v)
+static bora_tensor *like(decoder_ctx *c, bora_tensor *x, double v)
 {
-    return c->d.A->full(c->d.g, c->d.A->dtype(x), 0, NULL, v);
+    return c->A->full(c->g, c->A->dtype(x), 0, NULL, v);
 }
 
 /* One layer's self-attention over h (batch, position, embed) -> (batch, position, embed). */
-static bora_tensor *self_attention(ctx *c, int64_t l, bora_tensor *h)
+static bora_tensor *self_attention(decoder_ctx *c, const gemma *m, int64_t l, bora_tensor *h)
 {
-    const bora_graph_api *A = c->d.A;
-    const gemma *m = c->m;
-    bora_graph *g = c->d.g;
-    int64_t E = m->hidden_size, H = m->num_attention_heads, KV = m->num_key_value_heads,
-            hd = m->head_dim;
+    bora_graph *g = c->g;
+    int64_t hd = m->d.head_dim;
     char p[128], n[160];
     snprintf(p, sizeof p, "model.layers.%lld.self_attn", (long long)l);
-    const char *qo[3] = {"q_proj", "k_proj", "v_proj"};
-    const char *ho[3] = {"heads", "kv_heads", "kv_heads"};
-    int64_t hn[3] = {H, KV, KV};
-    bora_tensor *t[3];
-    for (int i = 0; i < 3; i++) {
-        snprintf(n, sizeof n, "%s.%s", p, qo[i]);
-        t[i] = decoder_linear(&c->d, n, h, "embed", E, "proj", hn[i] * hd, m->attention_bias, 0);
-        bora_axis parts[2] = {{ho[i], hn[i]}, {"head_dim", hd}};
-        t[i] = A->split(g, t[i], "proj", 2, parts); /* (batch, position, heads, head_dim) */
-    }
-    bora_tensor *q = t[0], *k = t[1], *v = t[2];
+    bora_tensor *q, *k, *v;
+    decoder_qkv(c, &m->d, p, h, m->attention_bias, &q, &k, &v);
     if (m->kind == GEMMA3) { /* one Gemma RMSNorm over head_dim, shared by the heads */
         snprintf(n, sizeof n, "%s.q_norm", p);
-        q = rms(c, n, q, "head_dim", hd);
+        q = rms(c, m, n, q, "head_dim", hd);
         snprintf(n, sizeof n, "%s.k_norm", p);
-        k = rms(c, n, k, "head_dim", hd);
+        k = rms(c, m, n, k, "head_dim", hd);
     }
     /* Gemma 3's sliding layers rotate with their own base (rotary_emb_local) */
-    const bora_rope_spec *rope = m->slides[l] ? &m->rope_local : &m->rope;
-    q = decoder_rope(&c->d, q, rope);
-    k = bora_rename(g, decoder_rope(&c->d, k, rope), "position", "key_position");
+    const bora_rope_spec *rope = m->d.slides[l] ? &m->rope_local : &m->d.rope;
+    q = decoder_rope(c, q, rope);
+    k = bora_rename(g, decoder_rope(c, k, rope), "position", "key_position");
     v = bora_rename(g, v, "position", "key_position");
-    int64_t W = m->slides[l] ? m->sliding_window : 0;
     bora_attention_opts ao = {.struct_size = sizeof ao,
                               .causal = 1,
                               .scale = 1.0 / sqrt(m->query_pre_attn_scalar),
-                              .segment_ids = c->d.seg,
-                              .key_length = c->d.mode == BORA_MODE_DECODE ? c->d.key_length : NULL,
+                              .segment_ids = c->seg,
+                              .key_length = c->mode == BORA_MODE_DECODE ? c->key_length : NULL,
                               .head_axis = "heads",
                               .kv_head_axis = "kv_heads",
-                              .sliding_window = W,
+                              .sliding_window = m->d.slides[l] ? m->d.sliding_window : 0,
                               .softcap = m->attn_logit_softcapping};
-    decoder_kv_cache(&c->d, p, &k, &v, KV, hd, W, &ao);
-    bora_tensor *att = A->attention(g, q, k, v, &ao);
-    const char *merge[] = {"heads", "head_dim"};
-    att = A->merge(g, att, 2, merge, "attn");
-    snprintf(n, sizeof n, "%s.o_proj", p);
-    att = decoder_linear(&c->d, n, att, "attn", H * hd, "embed_out", E, m->attention_bias, 0);
-    return bora_rename(g, att, "embed_out", "embed");
-}
-
-/* GeGLU: down_proj(gelu_tanh(gate_proj(h)) · up_proj(h)), no biases. */
-static bora_tensor *mlp(ctx *c, int64_t l, bora_tensor *h)
-{
-    const gemma *m = c->m;
-    int64_t E = m->hidden_size, F = m->intermediate_size;
-    char n[160];
-    snprintf(n, sizeof n, "model.layers.%lld.mlp.gate_proj", (long long)l);
-    bora_tensor *gate = decoder_linear(&c->d, n, h, "embed", E, "mlp", F, 0, BORA_OP_GELU_TANH);
-    snprintf(n, sizeof n, "model.layers.%lld.mlp.up_proj", (long long)l);
-    bora_tensor *up = decoder_linear(&c->d, n, h, "embed", E, "mlp", F, 0, 0);
-    snprintf(n, sizeof n, "model.layers.%lld.mlp.down_proj", (long long)l);
-    bora_tensor *y =
-        decoder_linear(&c->d, n, bora_mul(c->d.g, gate, up), "mlp", F, "embed_out", E, 0, 0);
-    return bora_rename(c->d.g, y, "embed_out", "embed");
+    return decoder_attend(c, &m->d, p, q, k, v, &ao, m->attention_bias);
 }
 
 /* Layer l on the residual stream x. Gemma 1 norms before each block (its post_attention_layernorm
- * is the MLP's input norm, as Llama's); Gemma 2 and 3 also norm each block's output. */
-static bora_tensor *layer(ctx *c, int64_t l, bora_tensor *x)
+ * is the MLP's input norm, as Llama's); Gemma 2 and 3 also norm each block's output. The MLP is
+ * GeGLU: down_proj(gelu_tanh(gate_proj(h)) · up_proj(h)), no biases. */
+static bora_tensor *layer(decoder_ctx *c, const gemma *m, int64_t l, bora_tensor *x)
 {
-    bora_graph *g = c->d.g;
-    int64_t E = c->m->hidden_size;
+    bora_graph *g = c->g;
+    int64_t E = m->d.hidden_size;
     char n[128];
     snprintf(n, sizeof n, "model.layers.%lld.input_layernorm", (long long)l);
-    bora_tensor *a = self_attention(c, l, rms(c, n, x, "embed", E));
-    if (c->m->kind == GEMMA) {
-        x = bora_residual(g, bora_add(g, x, a));
-        snprintf(n, sizeof n, "model.layers.%lld.post_attention_layernorm", (long long)l);
-        return bora_residual(g, bora_add(g, x, mlp(c, l, rms(c, n, x, "embed", E))));
-    }
+    bora_tensor *a = self_attention(c, m, l, rms(c, m, n, x, "embed", E));
     snprintf(n, sizeof n, "model.layers.%lld.post_attention_layernorm", (long long)l);
-    x = bora_residual(g, bora_add(g, x, rms(c, n, a, "embed", E)));
+    if (m->kind == GEMMA) {
+        x = bora_residual(g, bora_add(g, x, a));
+        bora_tensor *f =
+            decoder_gated_mlp(c, &m->d, l, rms(c, m, n, x, "embed", E), 0, BORA_OP_GELU_TANH);
+        return bora_residual(g, bora_add(g, x, f));
+    }
+    x = bora_residual(g, bora_add(g, x, rms(c, m, n, a, "embed", E)));
     snprintf(n, sizeof n, "model.layers.%lld.pre_feedforward_layernorm", (long long)l);
-    bora_tensor *f = mlp(c, l, rms(c, n, x, "embed", E));
+    bora_tensor *f =
+        decoder_gated_mlp(c, &m->d, l, rms(c, m, n, x, "embed", E), 0, BORA_OP_GELU_TANH);
     snprintf(n, sizeof n, "model.layers.%lld.post_feedforward_layernorm", (long long)l);
-    return bora_residual(g, bora_add(g, x, rms(c, n, f, "embed", E)));
+    return bora_residual(g, bora_add(g, x, rms(c, m, n, f, "embed", E)));
 }
 
 static bora_status gemma_build(bora_model *model, bora_graph *g, int32_t mode, bora_tensor **out)
 {
     const gemma *m = (const gemma *)model;
     const bora_graph_api *A = g->api;
-    const char *type = gemma_kind_name[m->kind];
-    if (mode != BORA_MODE_TRAIN && mode != BORA_MODE_EVAL && mode != BORA_MODE_PREFILL &&
-        mode != BORA_MODE_DECODE)
-        return m->h->fail(m->h, BORA_ERR_UNSUPPORTED, "%s has no graph for mode %d", type, mode);
-    if (A->struct_size < offsetof(bora_graph_api, rope) + sizeof(void *))
-        return m->h->fail(m->h, BORA_ERR_UNSUPPORTED,
-                          "%s needs a host with rms_norm and rope (ABI 1.9)", type);
-    int ring = 0;
-    for (int64_t l = 0; l < m->num_hidden_layers; l++)
-        ring |= m->slides[l] && m->sliding_window && m->sliding_window < m->seq_len;
-    ctx c = {.m = m};
-    decoder_inputs(&c.d, g, mode, m->seq_len, ring, m->initializer_range);
-    int64_t E = m->hidden_size, V = m->vocab_size;
-    bora_axis emb_a[2] = {{"vocab", V}, {"embed", E}};
-    bora_tensor *embed = decoder_param(&c.d, "model.embed_tokens.weight", 2, emb_a,
-                                       bora_init_normal(m->initializer_range), 0);
-    bora_tensor *x = A->embedding(g, embed, c.d.ids, "vocab"); /* (batch, position, embed) */
+    bora_status st = decoder_check_build(&m->d, gemma_kind_name[m->kind], g, mode);
+    if (st != BORA_OK)
+        return st;
+    decoder_ctx c;
+    decoder_inputs(&c, &m->d, g, mode);
+    bora_tensor *embed = decoder_embed_table(&c, &m->d);
+    bora_tensor *x = A->embedding(g, embed, c.ids, "vocab"); /* (batch, position, embed) */
     /* × sqrt(hidden_size) rounded to the embeddings' dtype (Gemma, Gemma 2: a tensor of that
      * dtype); Gemma 3 keeps it as an f32 buffer cast to the weight's dtype: f32's rounding
      * first, whatever the dtype */
-    double scale = sqrt((double)E);
+    double scale = sqrt((double)m->d.hidden_size);
     if (m->kind == GEMMA3)
         scale = (double)(float)scale;
     x = bora_residual(g, bora_mul(g, x, like(&c, x, scale)));
-    for (int64_t l = 0; l < m->num_hidden_layers; l++) {
-        if (m->gradient_checkpointing)
+    for (int64_t l = 0; l < m->d.num_hidden_layers; l++) {
+        if (m->d.gradient_checkpointing)
             x = A->checkpoint(g, x);
-        x = layer(&c, l, x);
+        x = layer(&c, m, l, x);
     }
-    if (m->gradient_checkpointing)
+    if (m->d.gradient_checkpointing)
         x = A->checkpoint(g, x);
-    x = rms(&c, "model.norm", x, "embed", E);
-    bora_tensor *head = embed;
-    if (!m->tie_word_embeddings)
-        head = decoder_param(&c.d, "lm_head.weight", 2, emb_a,
-                             bora_init_normal(m->initializer_range), 0);
-    const char *e[] = {"embed"};
-    bora_tensor *logits = bora_dot(g, x, head, 1, e); /* (batch, position, vocab) */
+    x = rms(&c, m, "model.norm", x, "embed", m->d.hidden_size);
+    bora_tensor *logits = decoder_lm_head(&c, &m->d, x, embed); /* (batch, position, vocab) */
     if (m->final_logit_softcapping > 0) { /* logits / c, tanh, × c: transformers' order */
         double cap = m->final_logit_softcapping;
         logits = bora_div(g, logits, like(&c, logits, cap));
         logits = bora_mul(g, A->unary(g, BORA_OP_TANH, logits), like(&c, logits, cap));
     }
-    return decoder_output(&c.d, logits, out);
+    return decoder_output(&c, logits, out);
 }
 
 #define GEMMA_OPS(var, kind, create_fn, what)                                             \

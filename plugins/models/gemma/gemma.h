@@ -13,30 +13,16 @@
 
 typedef enum gemma_kind { GEMMA, GEMMA2, GEMMA3, GEMMA_KINDS } gemma_kind;
 
-#define GEMMA_MAX_LAYERS 4096
-
 typedef struct gemma {
-    const bora_host *h;
+    decoder_dims d; /* sizes, norms, windows and RoPE (plugins/models/common); d.rope is the
+                       global layers' (rope_theta, rope_scaling) */
     gemma_kind kind;
-    /* config.json's sizes */
-    int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
-    int64_t num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
-    /* bora's own: positions per training window (and in the KV cache) */
-    int64_t seq_len;
-    double initializer_range, rms_norm_eps;
-    int tie_word_embeddings;
     int attention_bias;             /* biases on q_proj, k_proj, v_proj and o_proj */
-    double query_pre_attn_scalar;   /* gemma2/3: the attention scale is its -½ power */
+    double query_pre_attn_scalar;   /* the attention scale is its -½ power (gemma: head_dim) */
     double attn_logit_softcapping;  /* gemma2/3: c·tanh(score / c) (0: none) */
     double final_logit_softcapping; /* gemma2/3: c·tanh(logit / c) (0: none) */
-    int64_t sliding_window;         /* the window's size where a layer slides (0: none) */
     int64_t sliding_window_pattern; /* gemma3: every pattern-th layer is global */
-    uint8_t *slides;                /* per layer: 1 where the layer attends within the window */
-    int layer_types_given;          /* config gave layer_types (written back as given) */
-    bora_rope_spec rope;            /* rope_theta and rope_scaling (gemma3: global layers) */
-    int rope_original_given;        /* rope_scaling gave original_max_position_embeddings */
     bora_rope_spec rope_local;      /* gemma3: rope_local_base_freq on the sliding layers */
-    int gradient_checkpointing;
 } gemma;
 
 /* The create() of each type (config.c). */

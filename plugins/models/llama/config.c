@@ -178,17 +178,17 @@ const bora_key *const llama_keys[LLAMA_KINDS] = {llama_keys_llama, llama_keys_mi
  * from max_window_layers on when use_sliding_window, or as layer_types says. */
 static bora_status read_window(const bora_host *h, const bora_config *cfg, llama *m)
 {
-    int64_t L = m->num_hidden_layers;
+    int64_t L = m->d.num_hidden_layers;
     bora_status st =
-        decoder_read_int(h, cfg, llama_keys[m->kind], "sliding_window", 0, &m->sliding_window);
+        decoder_read_int(h, cfg, llama_keys[m->kind], "sliding_window", 0, &m->d.sliding_window);
     if (st != BORA_OK)
         return st;
-    if (m->sliding_window < 0)
+    if (m->d.sliding_window < 0)
         return h->fail(h, BORA_ERR_CONFIG,
                        "model.sliding_window: %lld is negative; give a size or null",
-                       (long long)m->sliding_window);
+                       (long long)m->d.sliding_window);
     if (m->kind == LLAMA) {
-        m->sliding_window = 0;
+        m->d.sliding_window = 0;
         return BORA_OK;
     }
     int use = m->kind == MISTRAL;
@@ -200,82 +200,28 @@ static bora_status read_window(const bora_host *h, const bora_config *cfg, llama
     /* Qwen2Config: sliding_window is None unless use_sliding_window, so without it no layer
      * slides, whatever layer_types says */
     if (!use)
-        m->sliding_window = 0;
+        m->d.sliding_window = 0;
     for (int64_t l = 0; l < L; l++)
-        m->slides[l] = m->sliding_window > 0 && l >= first;
+        m->d.slides[l] = m->d.sliding_window > 0 && l >= first;
     size_t n = 0;
-    if (m->kind != MISTRAL && (st = decoder_read_layer_types(h, cfg, L, m->slides, &n)) != BORA_OK)
+    if (m->kind != MISTRAL &&
+        (st = decoder_read_layer_types(h, cfg, L, m->d.slides, &n)) != BORA_OK)
         return st;
     for (size_t i = 0; i < n; i++)
-        m->slides[i] = m->sliding_window > 0 && m->slides[i];
+        m->d.slides[i] = m->d.sliding_window > 0 && m->d.slides[i];
     int any = 0;
     for (int64_t l = 0; l < L; l++)
-        any |= m->slides[l];
+        any |= m->d.slides[l];
     if (!any)
-        m->sliding_window = 0;
+        m->d.sliding_window = 0;
     return BORA_OK;
 }
 
 static bora_status read_config(const bora_host *h, const bora_config *cfg, llama *m)
 {
     llama_kind kind = m->kind;
-    struct {
-        const char *key;
-        int64_t *out;
-    } ints[] = {{"seq_len", &m->seq_len},
-                {"vocab_size", &m->vocab_size},
-                {"hidden_size", &m->hidden_size},
-                {"intermediate_size", &m->intermediate_size},
-                {"num_hidden_layers", &m->num_hidden_layers},
-                {"num_attention_heads", &m->num_attention_heads},
-                {"max_position_embeddings", &m->max_position_embeddings}};
-    bora_status st = BORA_OK;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == BORA_OK; i++) {
-        st = h->config_int(h, cfg, ints[i].key, decoder_key_int(llama_keys[kind], ints[i].key),
-                           ints[i].out);
-        if (st == BORA_OK && *ints[i].out < 1)
-            return h->fail(h, BORA_ERR_CONFIG, "model.%s must be at least 1, not %lld", ints[i].key,
-                           (long long)*ints[i].out);
-    }
+    bora_status st = decoder_read_dims(h, cfg, llama_keys[kind], llama_kind_name[kind], &m->d);
     if (st != BORA_OK)
-        return st;
-    /* the ring caches compute their row in f32, exact below 2^23 positions */
-    if (m->seq_len > ((int64_t)1 << 23))
-        return h->fail(h, BORA_ERR_CONFIG, "model.seq_len: %lld is more than 8388608",
-                       (long long)m->seq_len);
-    if (m->num_hidden_layers > LLAMA_MAX_LAYERS)
-        return h->fail(h, BORA_ERR_CONFIG, "model.num_hidden_layers: %lld is more than %d",
-                       (long long)m->num_hidden_layers, LLAMA_MAX_LAYERS);
-    int64_t H = m->num_attention_heads;
-    if ((st = decoder_read_int(h, cfg, llama_keys[kind], "num_key_value_heads", H,
-                               &m->num_key_value_heads)) != BORA_OK)
-        return st;
-    if (m->num_key_value_heads < 1 || H % m->num_key_value_heads) {
-        char why[96] = "";
-        if (!h->config_child(h, cfg, "num_key_value_heads"))
-            snprintf(why, sizeof why, " (not given: %s's default)", llama_kind_name[kind]);
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.num_key_value_heads: %lld%s must be at least 1 and divide "
-                       "num_attention_heads %lld",
-                       (long long)m->num_key_value_heads, why, (long long)H);
-    }
-    m->head_dim = 0;
-    if (decoder_has_key(llama_keys[kind], "head_dim") &&
-        (st = decoder_read_int(h, cfg, llama_keys[kind], "head_dim", 0, &m->head_dim)) != BORA_OK)
-        return st;
-    if (!m->head_dim) {
-        if (m->hidden_size % H)
-            return h->fail(h, BORA_ERR_CONFIG,
-                           "model.hidden_size %lld does not divide into %lld heads; give "
-                           "head_dim",
-                           (long long)m->hidden_size, (long long)H);
-        m->head_dim = m->hidden_size / H;
-    }
-    if (m->head_dim < 1)
-        return h->fail(h, BORA_ERR_CONFIG, "model.head_dim must be at least 1, not %lld",
-                       (long long)m->head_dim);
-    if ((st = decoder_check_sizes(h, H, m->head_dim, m->vocab_size, m->hidden_size,
-                                  m->intermediate_size)) != BORA_OK)
         return st;
     const char *act = "silu";
     if ((st = h->config_string(h, cfg, "hidden_act", "silu", &act)) != BORA_OK)
@@ -285,28 +231,6 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, llama
                        "model.hidden_act: '%s' is not supported; the Llama family's MLP is "
                        "SwiGLU (silu)",
                        act);
-    double dropout = 0;
-    if ((st = h->config_float(h, cfg, "initializer_range", 0.02, &m->initializer_range)) ||
-        (st = h->config_float(h, cfg, "rms_norm_eps",
-                              decoder_key_float(llama_keys[kind], "rms_norm_eps"),
-                              &m->rms_norm_eps)) ||
-        (st = h->config_float(h, cfg, "attention_dropout", 0.0, &dropout)) ||
-        (st = h->config_bool(h, cfg, "tie_word_embeddings", 0, &m->tie_word_embeddings)) ||
-        (st = h->config_bool(h, cfg, "gradient_checkpointing", 0, &m->gradient_checkpointing)))
-        return st;
-    if (!(m->initializer_range >= 0 && isfinite(m->initializer_range)))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.initializer_range: %g is not a standard deviation; give 0 or more",
-                       m->initializer_range);
-    if (!(m->rms_norm_eps > 0 && isfinite(m->rms_norm_eps)))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.rms_norm_eps: %g would let RMSNorm divide by zero; give a number "
-                       "above 0",
-                       m->rms_norm_eps);
-    if (dropout != 0)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.attention_dropout: %g; bora trains without dropout (give 0)",
-                       dropout);
     /* biases: Llama's two keys; Qwen2 has q/k/v biases always; Qwen3 attention_bias */
     int attention_bias = 0, mlp_bias = 0;
     if (decoder_has_key(llama_keys[kind], "attention_bias") &&
@@ -319,35 +243,16 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, llama
     m->o_bias = attention_bias;
     m->mlp_bias = mlp_bias;
     m->qk_norm = kind == QWEN3;
-    if ((st = decoder_read_rope(h, cfg, 10000.0, m->max_position_embeddings, &m->rope,
-                                &m->rope_original_given)) != BORA_OK)
-        return st;
-    /* the four rotate the whole head (their apply_rotary_pos_emb has no partial path) */
-    m->rope.rotary_dims = m->head_dim;
-    int64_t least = m->rope.kind == BORA_ROPE_DYNAMIC ? 4 : 2;
-    if (m->rope.rotary_dims < least || m->rope.rotary_dims % 2)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.head_dim: %lld; RoPE rotates pairs of dims: give an even head_dim, "
-                       "at least %lld",
-                       (long long)m->rope.rotary_dims, (long long)least);
     return read_window(h, cfg, m);
 }
 
 bora_status llama_create_kind(const bora_host *h, const bora_config *cfg, llama_kind kind,
                               bora_model **out)
 {
-    llama *m = h->alloc(h, sizeof *m, 16);
+    llama *m = decoder_model_new(h, sizeof *m);
     if (!m)
-        return h->fail(h, BORA_ERR_NOMEM, "out of memory");
-    memset(m, 0, sizeof *m);
-    m->h = h;
+        return BORA_ERR_NOMEM;
     m->kind = kind;
-    m->slides = h->alloc(h, LLAMA_MAX_LAYERS, 16);
-    if (!m->slides) {
-        h->free(h, m);
-        return h->fail(h, BORA_ERR_NOMEM, "out of memory");
-    }
-    memset(m->slides, 0, LLAMA_MAX_LAYERS);
     bora_status st = read_config(h, cfg, m);
     if (st != BORA_OK) {
         llama_destroy((bora_model *)m);
@@ -359,9 +264,7 @@ bora_status llama_create_kind(const bora_host *h, const bora_config *cfg, llama_
 
 void llama_destroy(bora_model *model)
 {
-    llama *m = (llama *)model;
-    m->h->free(m->h, m->slides);
-    m->h->free(m->h, m);
+    decoder_model_free(model);
 }
 
 /* ---- config.json ------------------------------------------------------------------------------ */
@@ -381,54 +284,56 @@ bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *le
         "\"hidden_act\": \"silu\", \"max_position_embeddings\": %lld, "
         "\"initializer_range\": %.17g, \"rms_norm_eps\": %.17g, \"tie_word_embeddings\": %s, "
         "\"rope_theta\": %.17g, ",
-        arch[m->kind], llama_kind_name[m->kind], (long long)m->vocab_size,
-        (long long)m->hidden_size, (long long)m->intermediate_size, (long long)m->num_hidden_layers,
-        (long long)m->num_attention_heads, (long long)m->num_key_value_heads,
-        (long long)m->max_position_embeddings, m->initializer_range, m->rms_norm_eps,
-        m->tie_word_embeddings ? "true" : "false", m->rope.theta);
+        arch[m->kind], llama_kind_name[m->kind], (long long)m->d.vocab_size,
+        (long long)m->d.hidden_size, (long long)m->d.intermediate_size,
+        (long long)m->d.num_hidden_layers, (long long)m->d.num_attention_heads,
+        (long long)m->d.num_key_value_heads, (long long)m->d.max_position_embeddings,
+        m->d.initializer_range, m->d.rms_norm_eps, m->d.tie_word_embeddings ? "true" : "false",
+        m->d.rope.theta);
     if (m->kind != QWEN2) /* Qwen2Config has no head_dim: hidden_size / heads */
-        decoder_put(&b, "\"head_dim\": %lld, ", (long long)m->head_dim);
-    decoder_put_rope_scaling(&b, &m->rope, m->rope_original_given);
+        decoder_put(&b, "\"head_dim\": %lld, ", (long long)m->d.head_dim);
+    decoder_put_rope_scaling(&b, &m->d.rope, m->d.rope_original_given);
     decoder_put(&b, ", \"attention_dropout\": 0.0");
     if (m->kind == LLAMA || m->kind == QWEN3)
         decoder_put(&b, ", \"attention_bias\": %s", m->o_bias ? "true" : "false");
     if (m->kind == LLAMA)
         decoder_put(&b, ", \"mlp_bias\": %s", m->mlp_bias ? "true" : "false");
     if (m->kind == MISTRAL) {
-        if (m->sliding_window)
-            decoder_put(&b, ", \"sliding_window\": %lld", (long long)m->sliding_window);
+        if (m->d.sliding_window)
+            decoder_put(&b, ", \"sliding_window\": %lld", (long long)m->d.sliding_window);
         else
             decoder_put(&b, ", \"sliding_window\": null");
     }
     if (m->kind == QWEN2 || m->kind == QWEN3) {
         int any = 0;
-        for (int64_t l = 0; l < m->num_hidden_layers; l++)
-            any |= m->slides[l];
+        for (int64_t l = 0; l < m->d.num_hidden_layers; l++)
+            any |= m->d.slides[l];
         decoder_put(&b, ", \"use_sliding_window\": %s, \"sliding_window\": %lld",
                     any ? "true" : "false",
-                    (long long)(m->sliding_window ? m->sliding_window : 4096));
+                    (long long)(m->d.sliding_window ? m->d.sliding_window : 4096));
         decoder_put(&b, ", \"layer_types\": [");
-        for (int64_t l = 0; l < m->num_hidden_layers; l++)
+        for (int64_t l = 0; l < m->d.num_hidden_layers; l++)
             decoder_put(&b, "%s\"%s\"", l ? ", " : "",
-                        m->slides[l] ? "sliding_attention" : "full_attention");
+                        m->d.slides[l] ? "sliding_attention" : "full_attention");
         /* the first sliding layer, for readers that predate layer_types (all of them from
          * there on slide, as the keys that made them say) */
-        first = m->num_hidden_layers;
-        while (first > 0 && m->slides[first - 1])
+        first = m->d.num_hidden_layers;
+        while (first > 0 && m->d.slides[first - 1])
             first--;
         for (int64_t l = 0; l < first; l++)
-            before += m->slides[l];
+            before += m->d.slides[l];
         decoder_put(&b, "], \"max_window_layers\": %lld", (long long)first);
     }
     decoder_put(&b, "}");
     /* with cap too small, *len is the size needed (sdk/bora/model.h) */
     *len = b.len;
     if (before && b.len < cap) /* once, on the call whose buffer holds it all */
-        m->h->log(m->h, BORA_LOG_WARN,
-                  "%s: %lld sliding layer(s) come before the last run of sliding layers, which "
-                  "starts at layer %lld: config.json's layer_types says which layers slide "
-                  "(transformers' Qwen2/Qwen3 configs read it since 4.53), but readers older than "
-                  "layer_types slide only the layers from max_window_layers (%lld) on",
-                  llama_kind_name[m->kind], (long long)before, (long long)first, (long long)first);
+        m->d.h->log(
+            m->d.h, BORA_LOG_WARN,
+            "%s: %lld sliding layer(s) come before the last run of sliding layers, which "
+            "starts at layer %lld: config.json's layer_types says which layers slide "
+            "(transformers' Qwen2/Qwen3 configs read it since 4.53), but readers older than "
+            "layer_types slide only the layers from max_window_layers (%lld) on",
+            llama_kind_name[m->kind], (long long)before, (long long)first, (long long)first);
     return BORA_OK;
 }
