@@ -37,6 +37,12 @@ typedef struct decoder_dims {
  * NULL with the host's error set; decoder_model_free frees both. */
 void *decoder_model_new(const bora_host *h, size_t size);
 void decoder_model_free(bora_model *model);
+/* A model's create(): decoder_model_new, then read (the type's reader, given the type's kind)
+ * fills it; on an error it is freed and read's status returned. */
+typedef bora_status (*decoder_read_fn)(const bora_host *h, const bora_config *cfg, void *model,
+                                       int kind);
+bora_status decoder_model_create(const bora_host *h, const bora_config *cfg, size_t size, int kind,
+                                 decoder_read_fn read, bora_model **out);
 /* The shared keys into d, with the defaults of the type's table keys: the sizes (head_dim null
  * or absent from the table: hidden_size / num_attention_heads; num_key_value_heads null:
  * num_attention_heads), initializer_range, rms_norm_eps, attention_dropout (only 0),

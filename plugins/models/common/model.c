@@ -33,6 +33,21 @@ void decoder_model_free(bora_model *model)
     d->h->free(d->h, d);
 }
 
+bora_status decoder_model_create(const bora_host *h, const bora_config *cfg, size_t size, int kind,
+                                 decoder_read_fn read, bora_model **out)
+{
+    void *m = decoder_model_new(h, size);
+    if (!m)
+        return BORA_ERR_NOMEM;
+    bora_status st = read(h, cfg, m, kind);
+    if (st != BORA_OK) {
+        decoder_model_free(m);
+        return st;
+    }
+    *out = m;
+    return BORA_OK;
+}
+
 bora_status decoder_read_dims(const bora_host *h, const bora_config *cfg, const bora_key *keys,
                               const char *type, decoder_dims *d)
 {

@@ -61,6 +61,14 @@ const char *const gemma_kind_name[GEMMA_KINDS] = {"gemma", "gemma2", "gemma3"};
         K_BOOL("gradient_checkpointing", "false",                                         \
                "recompute each layer in the backward pass instead of keeping its activations")
 
+/* Gemma 2's keys, which Gemma 3 has too (the caps' defaults differ) */
+#define GEMMA23(pattern, final_cap, attn_cap)                                                      \
+    K_FLOAT("query_pre_attn_scalar", "256", D_QPAS), K_INT("sliding_window", "4096", D_WINDOW),    \
+        {"layer_types", BORA_KEY_LIST, 0, "null", D_LTYPES pattern},                               \
+        K_FLOAT("final_logit_softcapping", final_cap, "logits = c·tanh(logits / c) (null: none)"), \
+        K_FLOAT("attn_logit_softcapping", attn_cap,                                                \
+                "attention scores = c·tanh(scores / c) before the masks (null: none)")
+
 const bora_key gemma_keys_gemma[] = {
     HEAD("256000", "3072", "24576", "28", "16", "16", "8192"),
     {"hidden_act", BORA_KEY_STRING, 0, "gelu_pytorch_tanh", D_ACT},
@@ -72,12 +80,7 @@ const bora_key gemma_keys_gemma2[] = {
     HEAD("256000", "2304", "9216", "26", "8", "4", "8192"),
     {"hidden_activation", BORA_KEY_STRING, 0, "gelu_pytorch_tanh", D_ACT},
     TAIL("10000.0"),
-    K_FLOAT("query_pre_attn_scalar", "256", D_QPAS),
-    K_INT("sliding_window", "4096", D_WINDOW),
-    {"layer_types", BORA_KEY_LIST, 0, "null", D_LTYPES " (gemma2: layers 0, 2, 4, ... slide)"},
-    K_FLOAT("final_logit_softcapping", "30.0", "logits = c·tanh(logits / c) (null: none)"),
-    K_FLOAT("attn_logit_softcapping", "50.0",
-            "attention scores = c·tanh(scores / c) before the masks (null: none)"),
+    GEMMA23(" (gemma2: layers 0, 2, 4, ... slide)", "30.0", "50.0"),
     {NULL, 0, 0, NULL, NULL},
 };
 
@@ -85,15 +88,10 @@ const bora_key gemma_keys_gemma3[] = {
     HEAD("262208", "2304", "9216", "26", "8", "4", "131072"),
     {"hidden_activation", BORA_KEY_STRING, 0, "gelu_pytorch_tanh", D_ACT},
     TAIL("1000000.0"),
-    K_FLOAT("query_pre_attn_scalar", "256", D_QPAS),
-    K_INT("sliding_window", "4096", D_WINDOW),
-    {"layer_types", BORA_KEY_LIST, 0, "null", D_LTYPES " (gemma3: sliding_window_pattern's)"},
+    GEMMA23(" (gemma3: sliding_window_pattern's)", "null", "null"),
     K_INT("sliding_window_pattern", "6",
           "without layer_types, layer i is global where (i + 1) % pattern == 0, else it slides"),
     K_FLOAT("rope_local_base_freq", "10000.0", "RoPE's base on the sliding layers (no scaling)"),
-    K_FLOAT("final_logit_softcapping", "null", "logits = c·tanh(logits / c) (null: none)"),
-    K_FLOAT("attn_logit_softcapping", "null",
-            "attention scores = c·tanh(scores / c) before the masks (null: none)"),
     K_BOOL("use_bidirectional_attention", "false",
            "EmbeddingGemma's bidirectional attention (only false is supported)"),
     {NULL, 0, 0, NULL, NULL},
@@ -247,9 +245,10 @@ static bora_status read_window(const bora_host *h, const bora_config *cfg, gemma
     return decoder_read_layer_types(h, cfg, L, m->d.slides, &n);
 }
 
-static bora_status read_config(const bora_host *h, const bora_config *cfg, gemma *m)
+static bora_status read_config(const bora_host *h, const bora_config *cfg, void *model, int type)
 {
-    gemma_kind kind = m->kind;
+    gemma *m = model;
+    gemma_kind kind = m->kind = (gemma_kind)type;
     bora_status st = decoder_read_dims(h, cfg, gemma_keys[kind], gemma_kind_name[kind], &m->d);
     if (st != BORA_OK || (st = read_activation(h, cfg, kind)) != BORA_OK ||
         (st = h->config_bool(h, cfg, "attention_bias", 0, &m->attention_bias)) != BORA_OK)
@@ -297,22 +296,7 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, gemma
 bora_status gemma_create_kind(const bora_host *h, const bora_config *cfg, gemma_kind kind,
                               bora_model **out)
 {
-    gemma *m = decoder_model_new(h, sizeof *m);
-    if (!m)
-        return BORA_ERR_NOMEM;
-    m->kind = kind;
-    bora_status st = read_config(h, cfg, m);
-    if (st != BORA_OK) {
-        gemma_destroy((bora_model *)m);
-        return st;
-    }
-    *out = (bora_model *)m;
-    return BORA_OK;
-}
-
-void gemma_destroy(bora_model *model)
-{
-    decoder_model_free(model);
+    return decoder_model_create(h, cfg, sizeof(gemma), kind, read_config, out);
 }
 
 /* ---- config.json ------------------------------------------------------------------------------ */

@@ -142,7 +142,7 @@ static bora_status gemma_build(bora_model *model, bora_graph *g, int32_t mode, b
         .hdr = {sizeof(bora_model_ops), BORA_KIND_MODEL, #kind, what, gemma_keys_##kind}, \
         .create = create_fn,                                                              \
         .build = gemma_build,                                                             \
-        .destroy = gemma_destroy,                                                         \
+        .destroy = decoder_model_free,                                                    \
         .hf_config = gemma_hf_config,                                                     \
         .hf_keys = gemma_hf_keys_##kind,                                                  \
     }

@@ -28,7 +28,6 @@ typedef struct gemma {
 /* The create() of each type (config.c). */
 bora_status gemma_create_kind(const bora_host *h, const bora_config *cfg, gemma_kind kind,
                               bora_model **out);
-void gemma_destroy(bora_model *model);
 /* config.json for the model (config.c). */
 bora_status gemma_hf_config(bora_model *model, char *buf, size_t cap, size_t *len);
 /* The configuration keys of each type (config.c). */

@@ -217,9 +217,10 @@ static bora_status read_window(const bora_host *h, const bora_config *cfg, llama
     return BORA_OK;
 }
 
-static bora_status read_config(const bora_host *h, const bora_config *cfg, llama *m)
+static bora_status read_config(const bora_host *h, const bora_config *cfg, void *model, int type)
 {
-    llama_kind kind = m->kind;
+    llama *m = model;
+    llama_kind kind = m->kind = (llama_kind)type;
     bora_status st = decoder_read_dims(h, cfg, llama_keys[kind], llama_kind_name[kind], &m->d);
     if (st != BORA_OK)
         return st;
@@ -249,22 +250,7 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, llama
 bora_status llama_create_kind(const bora_host *h, const bora_config *cfg, llama_kind kind,
                               bora_model **out)
 {
-    llama *m = decoder_model_new(h, sizeof *m);
-    if (!m)
-        return BORA_ERR_NOMEM;
-    m->kind = kind;
-    bora_status st = read_config(h, cfg, m);
-    if (st != BORA_OK) {
-        llama_destroy((bora_model *)m);
-        return st;
-    }
-    *out = (bora_model *)m;
-    return BORA_OK;
-}
-
-void llama_destroy(bora_model *model)
-{
-    decoder_model_free(model);
+    return decoder_model_create(h, cfg, sizeof(llama), kind, read_config, out);
 }
 
 /* ---- config.json ------------------------------------------------------------------------------ */

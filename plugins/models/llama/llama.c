@@ -113,7 +113,7 @@ static bora_status llama_build(bora_model *model, bora_graph *g, int32_t mode, b
         .hdr = {sizeof(bora_model_ops), BORA_KIND_MODEL, #kind, what, llama_keys_##kind}, \
         .create = create_fn,                                                              \
         .build = llama_build,                                                             \
-        .destroy = llama_destroy,                                                         \
+        .destroy = decoder_model_free,                                                    \
         .hf_config = llama_hf_config,                                                     \
         .hf_keys = llama_hf_keys_##kind,                                                  \
     }

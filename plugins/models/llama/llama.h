@@ -25,7 +25,6 @@ typedef struct llama {
 /* The create() of each type (config.c). */
 bora_status llama_create_kind(const bora_host *h, const bora_config *cfg, llama_kind kind,
                               bora_model **out);
-void llama_destroy(bora_model *model);
 /* config.json for the model (config.c). */
 bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *len);
 /* The configuration keys of each type (config.c). */
