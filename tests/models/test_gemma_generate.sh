@@ -10,47 +10,15 @@
 # usage: test_gemma_generate.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 head -n 3000 "$text" > small.txt
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 size="seq_len: 32, hidden_size: 32, intermediate_size: 64, num_attention_heads: 4, head_dim: 8"
-for type in gemma gemma2 gemma3; do
-    case $type in
-    gemma) model="{type: gemma, $size, num_hidden_layers: 2, num_key_value_heads: 1}" ;;
-    gemma2) model="{type: gemma2, $size, num_hidden_layers: 3, num_key_value_heads: 2, sliding_window: 8, query_pre_attn_scalar: 16, final_logit_softcapping: 3.0, attn_logit_softcapping: null}" ;;
-    gemma3) model="{type: gemma3, $size, num_hidden_layers: 4, num_key_value_heads: 2, sliding_window: 8, sliding_window_pattern: 3, rope_local_base_freq: 100.0, rope_scaling: {rope_type: linear, factor: 2.0}, tie_word_embeddings: false}" ;;
-    esac
-    cat > $type.yaml <<YAML
-model: $model
-optimizer: {type: adamw, learning_rate: 1e-2, warmup: 5}
-data: {train_urls: [$work/small.txt], tokenizer: $tok}
-trainer:
-  num_train_steps: 150
-  train_batch_size: 8
-  num_threads: 1
-  id: $type
-  checkpointer: {base_path: $work/ckpt}
-  tracker: []
-YAML
-    out=$("$bora" --plugin-dir "$plugins" train $type.yaml 2>&1) || { echo "$out"; fail "$type: train"; continue; }
-    for how in "--temperature 0" "--temperature 0.9 --seed 5"; do
-        # shellcheck disable=SC2086
-        a=$("$bora" --plugin-dir "$plugins" generate --checkpoint ckpt/$type/step-150 \
-            --prompt "The jury said" --max-tokens 60 --ids $how 2>&1) || fail "$type: generate: $a"
-        # shellcheck disable=SC2086
-        b=$("$bora" --plugin-dir "$plugins" generate --checkpoint ckpt/$type/step-150 \
-            --prompt "The jury said" --max-tokens 60 --ids --no-cache $how 2>&1) ||
-            fail "$type: generate --no-cache: $b"
-        ia=$(echo "$a" | sed -n 's/^ids: //p') ib=$(echo "$b" | sed -n 's/^ids: //p')
-        case $a in *"one-position steps"*) ;; *) fail "$type: the cache did not run: $a" ;; esac
-        case $a in *" 0 one-position steps"*) fail "$type: no decode step ran: $a" ;; esac
-        [ -n "$ia" ] && [ "$ia" = "$ib" ] || fail "$type ($how): the cache's ids
-$ia
-differ from the recomputed window's
-$ib"
-        echo "$type ($how): $(echo "$a" | tail -n 1)"
-    done
-done
+. "$here/generate_same.sh"
+same_ids gemma "{type: gemma, $size, num_hidden_layers: 2, num_key_value_heads: 1}" 150
+same_ids gemma2 "{type: gemma2, $size, num_hidden_layers: 3, num_key_value_heads: 2, sliding_window: 8, query_pre_attn_scalar: 16, final_logit_softcapping: 3.0, attn_logit_softcapping: null}" 150
+same_ids gemma3 "{type: gemma3, $size, num_hidden_layers: 4, num_key_value_heads: 2, sliding_window: 8, sliding_window_pattern: 3, rope_local_base_freq: 100.0, rope_scaling: {rope_type: linear, factor: 2.0}, tie_word_embeddings: false}" 150
 [ $fails = 0 ] && echo "gemma generate: the KV cache gives the recomputed window's tokens on all three types"
 exit $((fails > 0))

@@ -124,6 +124,38 @@ void decoder_kv_cache(decoder_ctx *c, const char *prefix, bora_tensor **k, bora_
 
 /* ---- keys ------------------------------------------------------------------------------------ */
 
+/* Entries of a type's bora_key table (the name, its default as text, what it means) and of its
+ * bora_hf_key table: a config.json key copied unchanged, metadata ignored, the table's end. */
+#define K_INT(n, d, doc)           \
+    {                              \
+        n, BORA_KEY_INT, 0, d, doc \
+    }
+#define K_FLOAT(n, d, doc)           \
+    {                                \
+        n, BORA_KEY_FLOAT, 0, d, doc \
+    }
+#define K_BOOL(n, d, doc)           \
+    {                               \
+        n, BORA_KEY_BOOL, 0, d, doc \
+    }
+#define HF_COPY(k)                                 \
+    {                                              \
+        k, BORA_HF_COPY, 0, NULL, NULL, NULL, NULL \
+    }
+#define HF_META(k)                                   \
+    {                                                \
+        k, BORA_HF_IGNORE, 0, NULL, NULL, NULL, NULL \
+    }
+#define HF_END                             \
+    {                                      \
+        NULL, 0, 0, NULL, NULL, NULL, NULL \
+    }
+/* The metadata transformers writes into every config.json, which does not change the model */
+#define HF_METADATA                                                                            \
+    HF_META("architectures"), HF_META("model_type"), HF_META("torch_dtype"), HF_META("dtype"), \
+        HF_META("transformers_version"), HF_META("bos_token_id"), HF_META("eos_token_id"),     \
+        HF_META("pad_token_id"), HF_META("use_cache"), HF_META("_name_or_path")
+
 /* Whether the table has key; its default as an integer (0 where null) or a float. */
 int decoder_has_key(const bora_key *keys, const char *key);
 int64_t decoder_key_int(const bora_key *keys, const char *key);

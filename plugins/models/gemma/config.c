@@ -12,18 +12,6 @@
 
 const char *const gemma_kind_name[GEMMA_KINDS] = {"gemma", "gemma2", "gemma3"};
 
-#define K_INT(n, d, doc)           \
-    {                              \
-        n, BORA_KEY_INT, 0, d, doc \
-    }
-#define K_FLOAT(n, d, doc)           \
-    {                                \
-        n, BORA_KEY_FLOAT, 0, d, doc \
-    }
-#define K_BOOL(n, d, doc)           \
-    {                               \
-        n, BORA_KEY_BOOL, 0, d, doc \
-    }
 #define D_VOCAB \
     "tokens in the vocabulary (bora train and bora graph set it to the tokenizer's unless given)"
 #define D_ACT                                                                                     \
@@ -102,28 +90,13 @@ const bora_key *const gemma_keys[GEMMA_KINDS] = {gemma_keys_gemma, gemma_keys_ge
 
 /* How bora import reads each type's config.json: every key of the type's table copies unchanged
  * (the names are Hugging Face's); the metadata transformers writes is ignored. */
-#define HF_COPY(k)                                 \
-    {                                              \
-        k, BORA_HF_COPY, 0, NULL, NULL, NULL, NULL \
-    }
-#define HF_META(k)                                   \
-    {                                                \
-        k, BORA_HF_IGNORE, 0, NULL, NULL, NULL, NULL \
-    }
 #define HF_COMMON                                                                                \
     HF_COPY("vocab_size"), HF_COPY("hidden_size"), HF_COPY("intermediate_size"),                 \
         HF_COPY("num_hidden_layers"), HF_COPY("num_attention_heads"),                            \
         HF_COPY("num_key_value_heads"), HF_COPY("head_dim"), HF_COPY("max_position_embeddings"), \
         HF_COPY("initializer_range"), HF_COPY("rms_norm_eps"), HF_COPY("tie_word_embeddings"),   \
         HF_COPY("rope_theta"), HF_COPY("rope_scaling"), HF_COPY("attention_bias"),               \
-        HF_COPY("attention_dropout"), HF_META("architectures"), HF_META("model_type"),           \
-        HF_META("torch_dtype"), HF_META("dtype"), HF_META("transformers_version"),               \
-        HF_META("bos_token_id"), HF_META("eos_token_id"), HF_META("pad_token_id"),               \
-        HF_META("use_cache"), HF_META("_name_or_path")
-#define HF_END                             \
-    {                                      \
-        NULL, 0, 0, NULL, NULL, NULL, NULL \
-    }
+        HF_COPY("attention_dropout"), HF_METADATA
 /* Gemma 2 and 3 read hidden_activation; their config.json files carry hidden_act too */
 #define HF_ACT_UNUSED                                                                          \
     {                                                                                          \

@@ -14,18 +14,6 @@
 const char *const llama_kind_name[LLAMA_KINDS] = {"llama", "mistral", "qwen2", "qwen3"};
 
 /* The keys every type has; the defaults differ, so each type's table is written out. */
-#define K_INT(n, d, doc)           \
-    {                              \
-        n, BORA_KEY_INT, 0, d, doc \
-    }
-#define K_FLOAT(n, d, doc)           \
-    {                                \
-        n, BORA_KEY_FLOAT, 0, d, doc \
-    }
-#define K_BOOL(n, d, doc)           \
-    {                               \
-        n, BORA_KEY_BOOL, 0, d, doc \
-    }
 #define D_VOCAB \
     "tokens in the vocabulary (bora train and bora graph set it to the tokenizer's unless given)"
 #define D_HIDDEN "width of the residual stream"
@@ -103,14 +91,6 @@ const bora_key llama_keys_qwen3[] = {
 
 /* How bora import reads each type's config.json: every key of the type's table copies
  * unchanged (the names are Hugging Face's), and the metadata transformers writes is ignored. */
-#define HF_COPY(k)                                 \
-    {                                              \
-        k, BORA_HF_COPY, 0, NULL, NULL, NULL, NULL \
-    }
-#define HF_META(k)                                   \
-    {                                                \
-        k, BORA_HF_IGNORE, 0, NULL, NULL, NULL, NULL \
-    }
 #define HF_COMMON                                                                                  \
     HF_COPY("vocab_size"), HF_COPY("hidden_size"), HF_COPY("intermediate_size"),                   \
         HF_COPY("num_hidden_layers"), HF_COPY("num_attention_heads"),                              \
@@ -131,13 +111,7 @@ const bora_key llama_keys_qwen3[] = {
          NULL,                                                                                     \
          "1",                                                                                      \
          "bora computes each projection whole (transformers' own default)"},                       \
-        HF_META("architectures"), HF_META("model_type"), HF_META("torch_dtype"), HF_META("dtype"), \
-        HF_META("transformers_version"), HF_META("bos_token_id"), HF_META("eos_token_id"),         \
-        HF_META("pad_token_id"), HF_META("use_cache"), HF_META("_name_or_path")
-#define HF_END                             \
-    {                                      \
-        NULL, 0, 0, NULL, NULL, NULL, NULL \
-    }
+        HF_METADATA
 
 const bora_hf_key llama_hf_keys_llama[] = {
     HF_COMMON, HF_COPY("head_dim"), HF_COPY("attention_bias"), HF_COPY("mlp_bias"), HF_END,
