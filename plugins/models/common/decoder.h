@@ -165,6 +165,9 @@ double decoder_key_float(const bora_key *keys, const char *key);
  * means fallback. */
 bora_status decoder_read_int(const bora_host *h, const bora_config *cfg, const bora_key *keys,
                              const char *key, int64_t fallback, int64_t *out);
+/* sliding_window (the table's default; null: 0, no window) into d, refusing a negative one. */
+bora_status decoder_read_window_size(const bora_host *h, const bora_config *cfg,
+                                     const bora_key *keys, decoder_dims *d);
 /* layer_types (a list of full_attention / sliding_attention, num_hidden_layers L long) into
  * slides[] (1: sliding); *n is 0 where the key is absent or null (slides[] untouched). */
 bora_status decoder_read_layer_types(const bora_host *h, const bora_config *cfg, int64_t L,

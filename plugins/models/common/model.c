@@ -145,3 +145,16 @@ bora_status decoder_read_dims(const bora_host *h, const bora_config *cfg, const 
                        (long long)d->rope.rotary_dims, (long long)least);
     return BORA_OK;
 }
+
+bora_status decoder_read_window_size(const bora_host *h, const bora_config *cfg,
+                                     const bora_key *keys, decoder_dims *d)
+{
+    bora_status st = decoder_read_int(h, cfg, keys, "sliding_window", 0, &d->sliding_window);
+    if (st != BORA_OK)
+        return st;
+    if (d->sliding_window < 0)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.sliding_window: %lld is negative; give a size or null",
+                       (long long)d->sliding_window);
+    return BORA_OK;
+}

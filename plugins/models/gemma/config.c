@@ -193,14 +193,9 @@ static bora_status read_window(const bora_host *h, const bora_config *cfg, gemma
     int64_t L = m->d.num_hidden_layers;
     if (m->kind == GEMMA)
         return BORA_OK;
-    bora_status st =
-        decoder_read_int(h, cfg, gemma_keys[m->kind], "sliding_window", 0, &m->d.sliding_window);
+    bora_status st = decoder_read_window_size(h, cfg, gemma_keys[m->kind], &m->d);
     if (st != BORA_OK)
         return st;
-    if (m->d.sliding_window < 0)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.sliding_window: %lld is negative; give a size or null",
-                       (long long)m->d.sliding_window);
     int64_t pattern = 2; /* Gemma2Config: "sliding_attention" if (i + 1) % 2 */
     if (m->kind == GEMMA3) {
         if ((st = h->config_int(h, cfg, "sliding_window_pattern", 6, &pattern)) != BORA_OK)

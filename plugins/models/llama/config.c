@@ -153,14 +153,9 @@ const bora_key *const llama_keys[LLAMA_KINDS] = {llama_keys_llama, llama_keys_mi
 static bora_status read_window(const bora_host *h, const bora_config *cfg, llama *m)
 {
     int64_t L = m->d.num_hidden_layers;
-    bora_status st =
-        decoder_read_int(h, cfg, llama_keys[m->kind], "sliding_window", 0, &m->d.sliding_window);
+    bora_status st = decoder_read_window_size(h, cfg, llama_keys[m->kind], &m->d);
     if (st != BORA_OK)
         return st;
-    if (m->d.sliding_window < 0)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.sliding_window: %lld is negative; give a size or null",
-                       (long long)m->d.sliding_window);
     if (m->kind == LLAMA) {
         m->d.sliding_window = 0;
         return BORA_OK;
