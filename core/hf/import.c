@@ -167,6 +167,40 @@ static bora_status split_rope_parameters(const char *file, const bora_hf_key *ke
                               "%s: rope_parameters is %s; give an object {rope_type, rope_theta, "
                               "...} or null",
                               file, jtext(rp));
+    /* Gemma 3's: one object per layer type; the global layers' is the one above, the sliding
+     * layers' (default RoPE) gives rope_local_base_freq */
+    json_object *full = NULL, *sliding = NULL;
+    if (rp && json_object_object_get_ex(rp, "full_attention", &full) &&
+        find_rule(keys, "rope_local_base_freq")) {
+        json_object_object_get_ex(rp, "sliding_attention", &sliding);
+        json_object *st_type = NULL, *st_theta = NULL;
+        if (sliding) {
+            json_object_object_get_ex(sliding, "rope_type", &st_type);
+            json_object_object_get_ex(sliding, "rope_theta", &st_theta);
+        }
+        if (!json_object_is_type(full, json_type_object) ||
+            (sliding && !json_object_is_type(sliding, json_type_object)) ||
+            (st_type && strcmp(json_object_get_string(st_type), "default")) ||
+            (sliding &&
+             json_object_object_length(sliding) > (st_type != NULL) + (st_theta != NULL)))
+            return bora_error_set(BORA_ERR_CONFIG,
+                                  "%s: rope_parameters is %s; bora reads {full_attention: "
+                                  "{rope_type, rope_theta, ...}, sliding_attention: {rope_type: "
+                                  "default, rope_theta}}",
+                                  file, jtext(rp));
+        json_object *old = NULL;
+        if (st_theta && json_object_object_get_ex(c, "rope_local_base_freq", &old) &&
+            !json_same(old, st_theta))
+            return bora_error_set(BORA_ERR_CONFIG,
+                                  "%s: rope_local_base_freq is %s, but rope_parameters makes it "
+                                  "%s: give one of the two",
+                                  file, jtext(old), jtext(st_theta));
+        if (st_theta)
+            json_object_object_add(c, "rope_local_base_freq", json_object_get(st_theta));
+        json_object_get(full);
+        json_object_object_add(c, "rope_parameters", full); /* the global layers' */
+        rp = full;
+    }
     json_object *theta = NULL, *type = NULL, *scaling = NULL;
     if (rp) {
         json_object_object_get_ex(rp, "rope_theta", &theta);
@@ -289,12 +323,20 @@ bora_status bora_hf_model_section(const bora_registry *reg, const char *hf_dir, 
                               file);
     }
     const char *type = json_object_get_string(mt);
+    /* model_types whose bora type is spelt otherwise (Gemma3ForCausalLM's config class is
+     * Gemma3TextConfig; "gemma3" is the multimodal one, refused by the gemma3 plugin's keys) */
+    static const char *const alias[][2] = {{"gemma3_text", "gemma3"}};
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+        if (!strcmp(type, alias[i][0]))
+            type = alias[i][1];
     const bora_entry *e = bora_registry_find(reg, BORA_KIND_MODEL, type);
     if (!e) {
-        st = bora_error_set(BORA_ERR_NOT_FOUND,
-                            "%s: model_type '%s' is not a model bora has (bora plugins lists "
-                            "them: gpt2, llama, mistral, qwen2, qwen3 ship with bora)",
-                            file, type);
+        st = bora_error_set(
+            BORA_ERR_NOT_FOUND,
+            "%s: model_type '%s' is not a model bora has (bora plugins lists "
+            "them: gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text ship "
+            "with bora)",
+            file, type);
     } else if (!((const bora_model_ops *)e->ops)->hf_keys) {
         st = bora_error_set(BORA_ERR_UNSUPPORTED,
                             "%s: model %s (plugin %s) declares no config.json keys "

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Export then import gives back the parameters bit for bit, for every model type bora ships
-# (gpt2, llama, mistral, qwen2, qwen3), single-file and sharded: an f32 export imports to the
+# (gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3), single-file and sharded: an f32 export imports to the
 # checkpoint's own bits, and the model its config.json describes gives the run's eval loss to
 # the bit; a bf16 export imports to the checkpoint rounded to bf16, and exporting
 # that import in bf16 again gives the same files, byte for byte.
@@ -50,13 +50,16 @@ print(f"{len(a)} tensors bitwise equal")
 PY
 }
 size="hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2"
-for type in gpt2 llama mistral qwen2 qwen3; do
+for type in gpt2 llama mistral qwen2 qwen3 gemma gemma2 gemma3; do
     case $type in
     gpt2) model="{type: gpt2, seq_len: 16, hidden_dim: 32, num_layers: 2, num_heads: 2}" ;;
     llama) model="{type: llama, seq_len: 16, $size, rope_scaling: {rope_type: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16}}" ;;
     mistral) model="{type: mistral, seq_len: 16, $size, sliding_window: 8}" ;;
     qwen2) model="{type: qwen2, seq_len: 16, $size, tie_word_embeddings: true}" ;;
     qwen3) model="{type: qwen3, seq_len: 16, $size, head_dim: 16, use_sliding_window: true, sliding_window: 4, max_window_layers: 1}" ;;
+    gemma) model="{type: gemma, seq_len: 16, $size, head_dim: 8, tie_word_embeddings: false, attention_bias: true}" ;;
+    gemma2) model="{type: gemma2, seq_len: 16, $size, head_dim: 8, sliding_window: 4, query_pre_attn_scalar: 12, final_logit_softcapping: 5.0, attn_logit_softcapping: null}" ;;
+    gemma3) model="{type: gemma3, seq_len: 16, $size, head_dim: 8, sliding_window: 4, layer_types: [full_attention, sliding_attention], rope_local_base_freq: 500.0, rope_scaling: {rope_type: linear, factor: 2.0}, final_logit_softcapping: 7.0}" ;;
     esac
     cat > $type.yaml <<YAML
 model: $model

@@ -6,7 +6,6 @@
 #include "llama.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,18 +14,6 @@
 const char *const llama_kind_name[LLAMA_KINDS] = {"llama", "mistral", "qwen2", "qwen3"};
 
 /* The keys every type has; the defaults differ, so each type's table is written out. */
-#define K_INT(n, d, doc)           \
-    {                              \
-        n, BORA_KEY_INT, 0, d, doc \
-    }
-#define K_FLOAT(n, d, doc)           \
-    {                                \
-        n, BORA_KEY_FLOAT, 0, d, doc \
-    }
-#define K_BOOL(n, d, doc)           \
-    {                               \
-        n, BORA_KEY_BOOL, 0, d, doc \
-    }
 #define D_VOCAB \
     "tokens in the vocabulary (bora train and bora graph set it to the tokenizer's unless given)"
 #define D_HIDDEN "width of the residual stream"
@@ -104,14 +91,6 @@ const bora_key llama_keys_qwen3[] = {
 
 /* How bora import reads each type's config.json: every key of the type's table copies
  * unchanged (the names are Hugging Face's), and the metadata transformers writes is ignored. */
-#define HF_COPY(k)                                 \
-    {                                              \
-        k, BORA_HF_COPY, 0, NULL, NULL, NULL, NULL \
-    }
-#define HF_META(k)                                   \
-    {                                                \
-        k, BORA_HF_IGNORE, 0, NULL, NULL, NULL, NULL \
-    }
 #define HF_COMMON                                                                                  \
     HF_COPY("vocab_size"), HF_COPY("hidden_size"), HF_COPY("intermediate_size"),                   \
         HF_COPY("num_hidden_layers"), HF_COPY("num_attention_heads"),                              \
@@ -132,13 +111,7 @@ const bora_key llama_keys_qwen3[] = {
          NULL,                                                                                     \
          "1",                                                                                      \
          "bora computes each projection whole (transformers' own default)"},                       \
-        HF_META("architectures"), HF_META("model_type"), HF_META("torch_dtype"), HF_META("dtype"), \
-        HF_META("transformers_version"), HF_META("bos_token_id"), HF_META("eos_token_id"),         \
-        HF_META("pad_token_id"), HF_META("use_cache"), HF_META("_name_or_path")
-#define HF_END                             \
-    {                                      \
-        NULL, 0, 0, NULL, NULL, NULL, NULL \
-    }
+        HF_METADATA
 
 const bora_hf_key llama_hf_keys_llama[] = {
     HF_COMMON, HF_COPY("head_dim"), HF_COPY("attention_bias"), HF_COPY("mlp_bias"), HF_END,
@@ -175,160 +148,16 @@ const bora_hf_key llama_hf_keys_qwen3[] = {
 const bora_key *const llama_keys[LLAMA_KINDS] = {llama_keys_llama, llama_keys_mistral,
                                                  llama_keys_qwen2, llama_keys_qwen3};
 
-/* The default the type's table declares for key, as an integer (the tables are the one place
- * defaults are written). */
-static int64_t table_int(llama_kind kind, const char *key)
-{
-    for (const bora_key *k = llama_keys[kind]; k->name; k++)
-        if (!strcmp(k->name, key) && k->default_value && strcmp(k->default_value, "null"))
-            return (int64_t)strtoll(k->default_value, NULL, 10);
-    return 0;
-}
-
-static int has_key(llama_kind kind, const char *key)
-{
-    for (const bora_key *k = llama_keys[kind]; k->name; k++)
-        if (!strcmp(k->name, key))
-            return 1;
-    return 0;
-}
-
-static double table_float(llama_kind kind, const char *key)
-{
-    for (const bora_key *k = llama_keys[kind]; k->name; k++)
-        if (!strcmp(k->name, key) && k->default_value)
-            return strtod(k->default_value, NULL);
-    return 0;
-}
-
-/* An integer key whose null (or absence, where the table says null) means `fallback`. */
-static bora_status read_int(const bora_host *h, const bora_config *cfg, llama_kind kind,
-                            const char *key, int64_t fallback, int64_t *out)
-{
-    int64_t def = table_int(kind, key);
-    const bora_config *given = h->config_child(h, cfg, key);
-    bora_status st = h->config_int(h, cfg, key, given ? INT64_MIN : def, out);
-    if (st == BORA_OK && *out == INT64_MIN) /* present and null */
-        *out = fallback;
-    if (st == BORA_OK && !given && !def)
-        *out = fallback;
-    return st;
-}
-
-/* rope_theta and rope_scaling into the rope spec; errors name the key. */
-static bora_status read_rope(const bora_host *h, const bora_config *cfg, llama *m)
-{
-    bora_rope_spec *s = &m->rope;
-    *s = bora_rope_spec_default();
-    bora_status st = h->config_float(h, cfg, "rope_theta", 10000.0, &s->theta);
-    if (st != BORA_OK)
-        return st;
-    if (!(s->theta > 0 && isfinite(s->theta)))
-        return h->fail(h, BORA_ERR_CONFIG, "model.rope_theta: %g is not a positive number",
-                       s->theta);
-    const bora_config *rs = h->config_child(h, cfg, "rope_scaling");
-    const char *type = NULL, *legacy = NULL;
-    if (rs && ((st = h->config_string(h, rs, "rope_type", NULL, &type)) != BORA_OK ||
-               (st = h->config_string(h, rs, "type", NULL, &legacy)) != BORA_OK))
-        return st;
-    if (!type)
-        type = legacy; /* older config.json files say "type" */
-    if (!rs || !type) {
-        if (rs && h->config_child(h, rs, "factor"))
-            return h->fail(h, BORA_ERR_CONFIG,
-                           "model.rope_scaling: give rope_type (default, linear, dynamic, "
-                           "llama3 or yarn)");
-        return BORA_OK;
-    }
-    static const char *const kinds[] = {"default", "linear", "dynamic", "llama3", "yarn"};
-    int kind = -1;
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(type, kinds[i]))
-            kind = i;
-    if (kind < 0)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.rope_scaling.rope_type: '%s' is not one of default, linear, "
-                       "dynamic, llama3, yarn",
-                       type);
-    s->kind = kind;
-    int64_t orig = 0;
-    int truncate = 1;
-    struct {
-        const char *key;
-        double *out, def;
-    } f[] = {{"factor", &s->factor, 0},
-             {"low_freq_factor", &s->low_freq_factor, 0},
-             {"high_freq_factor", &s->high_freq_factor, 0},
-             {"beta_fast", &s->beta_fast, 0},
-             {"beta_slow", &s->beta_slow, 0},
-             {"mscale", &s->mscale, 0},
-             {"mscale_all_dim", &s->mscale_all_dim, 0},
-             {"attention_factor", &s->attention_factor, 0}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        if ((st = h->config_float(h, rs, f[i].key, f[i].def, f[i].out)) != BORA_OK)
-            return st;
-        if (!isfinite(*f[i].out) || *f[i].out < 0)
-            return h->fail(h, BORA_ERR_CONFIG,
-                           "model.rope_scaling.%s: %g is not a finite number of 0 or more",
-                           f[i].key, *f[i].out);
-    }
-    if ((st = h->config_int(h, rs, "original_max_position_embeddings", 0, &orig)) != BORA_OK ||
-        (st = h->config_bool(h, rs, "truncate", 1, &truncate)) != BORA_OK)
-        return st;
-    s->truncate = truncate;
-    m->rope_original_given = h->config_child(h, rs, "original_max_position_embeddings") != NULL;
-    /* transformers' fallbacks: the original context is the model's, and yarn without a factor
-     * scales by the ratio of the two. Dynamic NTK grows the base past max_position_embeddings
-     * only (_compute_dynamic_ntk_parameters and dynamic_rope_update read nothing else; an
-     * original_max_position_embeddings in rope_scaling is accepted and has no effect). */
-    if (kind == BORA_ROPE_DYNAMIC || (!orig && kind == BORA_ROPE_YARN))
-        orig = m->max_position_embeddings;
-    s->original_max_position_embeddings = orig;
-    if (kind == BORA_ROPE_YARN && !h->config_child(h, rs, "factor"))
-        s->factor = orig > 0 ? (double)m->max_position_embeddings / (double)orig : 0;
-    if (kind == BORA_ROPE_DEFAULT)
-        s->factor = 1;
-    if (kind != BORA_ROPE_DEFAULT && !(s->factor > 0 && isfinite(s->factor)))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.rope_scaling.factor: rope_type %s needs a factor above 0 (got %g)",
-                       type, s->factor);
-    if (kind == BORA_ROPE_LLAMA3) {
-        const char *need[] = {"low_freq_factor", "high_freq_factor",
-                              "original_max_position_embeddings"};
-        for (int i = 0; i < 3; i++)
-            if (!h->config_child(h, rs, need[i]))
-                return h->fail(h, BORA_ERR_CONFIG,
-                               "model.rope_scaling.%s: rope_type llama3 needs it (Llama 3.1 "
-                               "uses low_freq_factor 1, high_freq_factor 4, "
-                               "original_max_position_embeddings 8192)",
-                               need[i]);
-        if (!(s->low_freq_factor > 0 && s->low_freq_factor < s->high_freq_factor))
-            return h->fail(h, BORA_ERR_CONFIG,
-                           "model.rope_scaling: low_freq_factor %g must be above 0 and below "
-                           "high_freq_factor %g",
-                           s->low_freq_factor, s->high_freq_factor);
-    }
-    if (orig < 0)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.rope_scaling.original_max_position_embeddings: %lld is negative",
-                       (long long)orig);
-    return BORA_OK;
-}
-
 /* Which layers slide: Mistral all of them (when sliding_window is not null); Qwen2/3 those
  * from max_window_layers on when use_sliding_window, or as layer_types says. */
 static bora_status read_window(const bora_host *h, const bora_config *cfg, llama *m)
 {
-    int64_t L = m->num_hidden_layers;
-    bora_status st = read_int(h, cfg, m->kind, "sliding_window", 0, &m->sliding_window);
+    int64_t L = m->d.num_hidden_layers;
+    bora_status st = decoder_read_window_size(h, cfg, llama_keys[m->kind], &m->d);
     if (st != BORA_OK)
         return st;
-    if (m->sliding_window < 0)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.sliding_window: %lld is negative; give a size or null",
-                       (long long)m->sliding_window);
     if (m->kind == LLAMA) {
-        m->sliding_window = 0;
+        m->d.sliding_window = 0;
         return BORA_OK;
     }
     int use = m->kind == MISTRAL;
@@ -340,102 +169,30 @@ static bora_status read_window(const bora_host *h, const bora_config *cfg, llama
     /* Qwen2Config: sliding_window is None unless use_sliding_window, so without it no layer
      * slides, whatever layer_types says */
     if (!use)
-        m->sliding_window = 0;
+        m->d.sliding_window = 0;
     for (int64_t l = 0; l < L; l++)
-        m->slides[l] = m->sliding_window > 0 && l >= first;
+        m->d.slides[l] = m->d.sliding_window > 0 && l >= first;
     size_t n = 0;
-    if (m->kind != MISTRAL && (st = h->config_list_len(h, cfg, "layer_types", &n)) != BORA_OK)
+    if (m->kind != MISTRAL &&
+        (st = decoder_read_layer_types(h, cfg, L, m->d.slides, &n)) != BORA_OK)
         return st;
-    if (n && (int64_t)n != L)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.layer_types has %zu entries; num_hidden_layers is %lld", n,
-                       (long long)L);
-    for (size_t i = 0; i < n; i++) {
-        const char *t = NULL;
-        st = h->config_string(h, h->config_list_at(h, cfg, "layer_types", i), NULL, "", &t);
-        if (st != BORA_OK)
-            return st;
-        if (strcmp(t, "full_attention") && strcmp(t, "sliding_attention"))
-            return h->fail(h, BORA_ERR_CONFIG,
-                           "model.layer_types[%zu]: '%s' is not full_attention or "
-                           "sliding_attention",
-                           i, t);
-        m->slides[i] = m->sliding_window > 0 && !strcmp(t, "sliding_attention");
-    }
+    for (size_t i = 0; i < n; i++)
+        m->d.slides[i] = m->d.sliding_window > 0 && m->d.slides[i];
     int any = 0;
     for (int64_t l = 0; l < L; l++)
-        any |= m->slides[l];
+        any |= m->d.slides[l];
     if (!any)
-        m->sliding_window = 0;
+        m->d.sliding_window = 0;
     return BORA_OK;
 }
 
-static bora_status read_config(const bora_host *h, const bora_config *cfg, llama *m)
+static bora_status read_config(const bora_host *h, const bora_config *cfg, void *model, int type)
 {
-    llama_kind kind = m->kind;
-    struct {
-        const char *key;
-        int64_t *out;
-    } ints[] = {{"seq_len", &m->seq_len},
-                {"vocab_size", &m->vocab_size},
-                {"hidden_size", &m->hidden_size},
-                {"intermediate_size", &m->intermediate_size},
-                {"num_hidden_layers", &m->num_hidden_layers},
-                {"num_attention_heads", &m->num_attention_heads},
-                {"max_position_embeddings", &m->max_position_embeddings}};
-    bora_status st = BORA_OK;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == BORA_OK; i++) {
-        st = h->config_int(h, cfg, ints[i].key, table_int(kind, ints[i].key), ints[i].out);
-        if (st == BORA_OK && *ints[i].out < 1)
-            return h->fail(h, BORA_ERR_CONFIG, "model.%s must be at least 1, not %lld", ints[i].key,
-                           (long long)*ints[i].out);
-    }
+    llama *m = model;
+    llama_kind kind = m->kind = (llama_kind)type;
+    bora_status st = decoder_read_dims(h, cfg, llama_keys[kind], llama_kind_name[kind], &m->d);
     if (st != BORA_OK)
         return st;
-    /* the ring caches compute their row in f32, exact below 2^23 positions */
-    if (m->seq_len > ((int64_t)1 << 23))
-        return h->fail(h, BORA_ERR_CONFIG, "model.seq_len: %lld is more than 8388608",
-                       (long long)m->seq_len);
-    if (m->num_hidden_layers > LLAMA_MAX_LAYERS)
-        return h->fail(h, BORA_ERR_CONFIG, "model.num_hidden_layers: %lld is more than %d",
-                       (long long)m->num_hidden_layers, LLAMA_MAX_LAYERS);
-    int64_t H = m->num_attention_heads;
-    if ((st = read_int(h, cfg, kind, "num_key_value_heads", H, &m->num_key_value_heads)) != BORA_OK)
-        return st;
-    if (m->num_key_value_heads < 1 || H % m->num_key_value_heads) {
-        char why[96] = "";
-        if (!h->config_child(h, cfg, "num_key_value_heads"))
-            snprintf(why, sizeof why, " (not given: %s's default)", llama_kind_name[kind]);
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.num_key_value_heads: %lld%s must be at least 1 and divide "
-                       "num_attention_heads %lld",
-                       (long long)m->num_key_value_heads, why, (long long)H);
-    }
-    m->head_dim = 0;
-    if (has_key(kind, "head_dim") &&
-        (st = read_int(h, cfg, kind, "head_dim", 0, &m->head_dim)) != BORA_OK)
-        return st;
-    if (!m->head_dim) {
-        if (m->hidden_size % H)
-            return h->fail(h, BORA_ERR_CONFIG,
-                           "model.hidden_size %lld does not divide into %lld heads; give "
-                           "head_dim",
-                           (long long)m->hidden_size, (long long)H);
-        m->head_dim = m->hidden_size / H;
-    }
-    if (m->head_dim < 1)
-        return h->fail(h, BORA_ERR_CONFIG, "model.head_dim must be at least 1, not %lld",
-                       (long long)m->head_dim);
-    /* the widest products the graph forms, within 2^62 */
-    int64_t q, ff2, emb;
-    if (__builtin_mul_overflow(H, m->head_dim, &q) || q > ((int64_t)1 << 62) ||
-        __builtin_mul_overflow(m->intermediate_size, 2, &ff2) ||
-        __builtin_mul_overflow(m->vocab_size, m->hidden_size, &emb) ||
-        __builtin_mul_overflow(m->hidden_size, ff2, &ff2) || emb > ((int64_t)1 << 62) ||
-        ff2 > ((int64_t)1 << 62))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model: num_attention_heads x head_dim, vocab_size x hidden_size and "
-                       "hidden_size x 2·intermediate_size must each stay within 2^62");
     const char *act = "silu";
     if ((st = h->config_string(h, cfg, "hidden_act", "silu", &act)) != BORA_OK)
         return st;
@@ -444,191 +201,94 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, llama
                        "model.hidden_act: '%s' is not supported; the Llama family's MLP is "
                        "SwiGLU (silu)",
                        act);
-    double dropout = 0;
-    if ((st = h->config_float(h, cfg, "initializer_range", 0.02, &m->initializer_range)) ||
-        (st = h->config_float(h, cfg, "rms_norm_eps", table_float(kind, "rms_norm_eps"),
-                              &m->rms_norm_eps)) ||
-        (st = h->config_float(h, cfg, "attention_dropout", 0.0, &dropout)) ||
-        (st = h->config_bool(h, cfg, "tie_word_embeddings", 0, &m->tie_word_embeddings)) ||
-        (st = h->config_bool(h, cfg, "gradient_checkpointing", 0, &m->gradient_checkpointing)))
-        return st;
-    if (!(m->initializer_range >= 0 && isfinite(m->initializer_range)))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.initializer_range: %g is not a standard deviation; give 0 or more",
-                       m->initializer_range);
-    if (!(m->rms_norm_eps > 0 && isfinite(m->rms_norm_eps)))
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.rms_norm_eps: %g would let RMSNorm divide by zero; give a number "
-                       "above 0",
-                       m->rms_norm_eps);
-    if (dropout != 0)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.attention_dropout: %g; bora trains without dropout (give 0)",
-                       dropout);
     /* biases: Llama's two keys; Qwen2 has q/k/v biases always; Qwen3 attention_bias */
     int attention_bias = 0, mlp_bias = 0;
-    if (has_key(kind, "attention_bias") &&
+    if (decoder_has_key(llama_keys[kind], "attention_bias") &&
         (st = h->config_bool(h, cfg, "attention_bias", 0, &attention_bias)) != BORA_OK)
         return st;
-    if (has_key(kind, "mlp_bias") && (st = h->config_bool(h, cfg, "mlp_bias", 0, &mlp_bias)))
+    if (decoder_has_key(llama_keys[kind], "mlp_bias") &&
+        (st = h->config_bool(h, cfg, "mlp_bias", 0, &mlp_bias)))
         return st;
     m->qkv_bias = kind == QWEN2 || attention_bias;
     m->o_bias = attention_bias;
     m->mlp_bias = mlp_bias;
     m->qk_norm = kind == QWEN3;
-    if ((st = read_rope(h, cfg, m)) != BORA_OK)
-        return st;
-    /* the four rotate the whole head (their apply_rotary_pos_emb has no partial path) */
-    m->rope.rotary_dims = m->head_dim;
-    int64_t least = m->rope.kind == BORA_ROPE_DYNAMIC ? 4 : 2;
-    if (m->rope.rotary_dims < least || m->rope.rotary_dims % 2)
-        return h->fail(h, BORA_ERR_CONFIG,
-                       "model.head_dim: %lld; RoPE rotates pairs of dims: give an even head_dim, "
-                       "at least %lld",
-                       (long long)m->rope.rotary_dims, (long long)least);
     return read_window(h, cfg, m);
 }
 
 bora_status llama_create_kind(const bora_host *h, const bora_config *cfg, llama_kind kind,
                               bora_model **out)
 {
-    llama *m = h->alloc(h, sizeof *m, 16);
-    if (!m)
-        return h->fail(h, BORA_ERR_NOMEM, "out of memory");
-    memset(m, 0, sizeof *m);
-    m->h = h;
-    m->kind = kind;
-    m->slides = h->alloc(h, LLAMA_MAX_LAYERS, 16);
-    if (!m->slides) {
-        h->free(h, m);
-        return h->fail(h, BORA_ERR_NOMEM, "out of memory");
-    }
-    memset(m->slides, 0, LLAMA_MAX_LAYERS);
-    bora_status st = read_config(h, cfg, m);
-    if (st != BORA_OK) {
-        llama_destroy((bora_model *)m);
-        return st;
-    }
-    *out = (bora_model *)m;
-    return BORA_OK;
-}
-
-void llama_destroy(bora_model *model)
-{
-    llama *m = (llama *)model;
-    m->h->free(m->h, m->slides);
-    m->h->free(m->h, m);
+    return decoder_model_create(h, cfg, sizeof(llama), kind, read_config, out);
 }
 
 /* ---- config.json ------------------------------------------------------------------------------ */
-
-typedef struct jbuf {
-    char *p;
-    size_t cap, len;
-} jbuf;
-
-static void put(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(jbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int room = b->p && b->len < b->cap;
-    int n = vsnprintf(room ? b->p + b->len : NULL, room ? b->cap - b->len : 0, fmt, ap);
-    va_end(ap);
-    b->len += n > 0 ? (size_t)n : 0;
-}
-
-static void put_rope(jbuf *b, const llama *m)
-{
-    const bora_rope_spec *s = &m->rope;
-    static const char *const kinds[] = {"default", "linear", "dynamic", "llama3", "yarn"};
-    if (s->kind == BORA_ROPE_DEFAULT) {
-        put(b, "\"rope_scaling\": null");
-        return;
-    }
-    put(b, "\"rope_scaling\": {\"rope_type\": \"%s\", \"factor\": %.17g", kinds[s->kind],
-        s->factor);
-    if (m->rope_original_given)
-        put(b, ", \"original_max_position_embeddings\": %lld",
-            (long long)s->original_max_position_embeddings);
-    if (s->kind == BORA_ROPE_LLAMA3)
-        put(b, ", \"low_freq_factor\": %.17g, \"high_freq_factor\": %.17g", s->low_freq_factor,
-            s->high_freq_factor);
-    if (s->kind == BORA_ROPE_YARN) {
-        const char *names[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim",
-                               "attention_factor"};
-        double v[] = {s->beta_fast, s->beta_slow, s->mscale, s->mscale_all_dim,
-                      s->attention_factor};
-        for (int i = 0; i < 5; i++)
-            if (v[i])
-                put(b, ", \"%s\": %.17g", names[i], v[i]);
-        if (!s->truncate)
-            put(b, ", \"truncate\": false");
-    }
-    put(b, "}");
-}
 
 bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *len)
 {
     const llama *m = (const llama *)model;
     static const char *const arch[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                        "Qwen3ForCausalLM"};
-    jbuf b = {buf, cap, 0};
+    decoder_json b = {buf, cap, 0};
     int64_t first = 0, before = 0; /* the last run of sliding layers; sliding layers before it */
-    put(&b,
+    decoder_put(
+        &b,
         "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"vocab_size\": %lld, "
         "\"hidden_size\": %lld, \"intermediate_size\": %lld, \"num_hidden_layers\": %lld, "
         "\"num_attention_heads\": %lld, \"num_key_value_heads\": %lld, "
         "\"hidden_act\": \"silu\", \"max_position_embeddings\": %lld, "
         "\"initializer_range\": %.17g, \"rms_norm_eps\": %.17g, \"tie_word_embeddings\": %s, "
         "\"rope_theta\": %.17g, ",
-        arch[m->kind], llama_kind_name[m->kind], (long long)m->vocab_size,
-        (long long)m->hidden_size, (long long)m->intermediate_size, (long long)m->num_hidden_layers,
-        (long long)m->num_attention_heads, (long long)m->num_key_value_heads,
-        (long long)m->max_position_embeddings, m->initializer_range, m->rms_norm_eps,
-        m->tie_word_embeddings ? "true" : "false", m->rope.theta);
+        arch[m->kind], llama_kind_name[m->kind], (long long)m->d.vocab_size,
+        (long long)m->d.hidden_size, (long long)m->d.intermediate_size,
+        (long long)m->d.num_hidden_layers, (long long)m->d.num_attention_heads,
+        (long long)m->d.num_key_value_heads, (long long)m->d.max_position_embeddings,
+        m->d.initializer_range, m->d.rms_norm_eps, m->d.tie_word_embeddings ? "true" : "false",
+        m->d.rope.theta);
     if (m->kind != QWEN2) /* Qwen2Config has no head_dim: hidden_size / heads */
-        put(&b, "\"head_dim\": %lld, ", (long long)m->head_dim);
-    put_rope(&b, m);
-    put(&b, ", \"attention_dropout\": 0.0");
+        decoder_put(&b, "\"head_dim\": %lld, ", (long long)m->d.head_dim);
+    decoder_put_rope_scaling(&b, &m->d.rope, m->d.rope_original_given);
+    decoder_put(&b, ", \"attention_dropout\": 0.0");
     if (m->kind == LLAMA || m->kind == QWEN3)
-        put(&b, ", \"attention_bias\": %s", m->o_bias ? "true" : "false");
+        decoder_put(&b, ", \"attention_bias\": %s", m->o_bias ? "true" : "false");
     if (m->kind == LLAMA)
-        put(&b, ", \"mlp_bias\": %s", m->mlp_bias ? "true" : "false");
+        decoder_put(&b, ", \"mlp_bias\": %s", m->mlp_bias ? "true" : "false");
     if (m->kind == MISTRAL) {
-        if (m->sliding_window)
-            put(&b, ", \"sliding_window\": %lld", (long long)m->sliding_window);
+        if (m->d.sliding_window)
+            decoder_put(&b, ", \"sliding_window\": %lld", (long long)m->d.sliding_window);
         else
-            put(&b, ", \"sliding_window\": null");
+            decoder_put(&b, ", \"sliding_window\": null");
     }
     if (m->kind == QWEN2 || m->kind == QWEN3) {
         int any = 0;
-        for (int64_t l = 0; l < m->num_hidden_layers; l++)
-            any |= m->slides[l];
-        put(&b, ", \"use_sliding_window\": %s, \"sliding_window\": %lld", any ? "true" : "false",
-            (long long)(m->sliding_window ? m->sliding_window : 4096));
-        put(&b, ", \"layer_types\": [");
-        for (int64_t l = 0; l < m->num_hidden_layers; l++)
-            put(&b, "%s\"%s\"", l ? ", " : "",
-                m->slides[l] ? "sliding_attention" : "full_attention");
+        for (int64_t l = 0; l < m->d.num_hidden_layers; l++)
+            any |= m->d.slides[l];
+        decoder_put(&b, ", \"use_sliding_window\": %s, \"sliding_window\": %lld",
+                    any ? "true" : "false",
+                    (long long)(m->d.sliding_window ? m->d.sliding_window : 4096));
+        decoder_put(&b, ", \"layer_types\": [");
+        for (int64_t l = 0; l < m->d.num_hidden_layers; l++)
+            decoder_put(&b, "%s\"%s\"", l ? ", " : "",
+                        m->d.slides[l] ? "sliding_attention" : "full_attention");
         /* the first sliding layer, for readers that predate layer_types (all of them from
          * there on slide, as the keys that made them say) */
-        first = m->num_hidden_layers;
-        while (first > 0 && m->slides[first - 1])
+        first = m->d.num_hidden_layers;
+        while (first > 0 && m->d.slides[first - 1])
             first--;
         for (int64_t l = 0; l < first; l++)
-            before += m->slides[l];
-        put(&b, "], \"max_window_layers\": %lld", (long long)first);
+            before += m->d.slides[l];
+        decoder_put(&b, "], \"max_window_layers\": %lld", (long long)first);
     }
-    put(&b, "}");
+    decoder_put(&b, "}");
     /* with cap too small, *len is the size needed (sdk/bora/model.h) */
     *len = b.len;
     if (before && b.len < cap) /* once, on the call whose buffer holds it all */
-        m->h->log(m->h, BORA_LOG_WARN,
-                  "%s: %lld sliding layer(s) come before the last run of sliding layers, which "
-                  "starts at layer %lld: config.json's layer_types says which layers slide "
-                  "(transformers' Qwen2/Qwen3 configs read it since 4.53), but readers older than "
-                  "layer_types slide only the layers from max_window_layers (%lld) on",
-                  llama_kind_name[m->kind], (long long)before, (long long)first, (long long)first);
+        m->d.h->log(
+            m->d.h, BORA_LOG_WARN,
+            "%s: %lld sliding layer(s) come before the last run of sliding layers, which "
+            "starts at layer %lld: config.json's layer_types says which layers slide "
+            "(transformers' Qwen2/Qwen3 configs read it since 4.53), but readers older than "
+            "layer_types slide only the layers from max_window_layers (%lld) on",
+            llama_kind_name[m->kind], (long long)before, (long long)first, (long long)first);
     return BORA_OK;
 }

@@ -6,40 +6,25 @@
 
 #include <bora/model.h>
 
+#include "decoder.h"
+
 #include <stdint.h>
 
 /* The four types: what differs between them is which keys exist, their defaults, and the
  * handful of structural switches below. */
 typedef enum llama_kind { LLAMA, MISTRAL, QWEN2, QWEN3, LLAMA_KINDS } llama_kind;
 
-#define LLAMA_MAX_LAYERS 4096
-
 typedef struct llama {
-    const bora_host *h;
+    decoder_dims d; /* sizes, norms, windows and RoPE (plugins/models/common) */
     llama_kind kind;
-    /* config.json's sizes */
-    int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
-    int64_t num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
-    /* bora's own: positions per training window (and in the KV cache) */
-    int64_t seq_len;
-    double initializer_range, rms_norm_eps;
-    int tie_word_embeddings;
     /* biases: q/k/v projections, the attention output projection, the MLP's three */
     int qkv_bias, o_bias, mlp_bias;
-    int qk_norm;            /* qwen3: RMSNorm over each head's head_dim on q and k, before RoPE */
-    int64_t sliding_window; /* the window's size where a layer slides (0: no window) */
-    uint8_t *slides;        /* per layer: 1 where the layer attends within the window */
-    bora_rope_spec rope;    /* rope_theta and rope_scaling */
-    /* whether rope_scaling gave original_max_position_embeddings (else it is a fallback, which
-     * config.json must not state: transformers <= 4.55 would derive yarn's factor from it) */
-    int rope_original_given;
-    int gradient_checkpointing;
+    int qk_norm; /* qwen3: RMSNorm over each head's head_dim on q and k, before RoPE */
 } llama;
 
 /* The create() of each type (config.c). */
 bora_status llama_create_kind(const bora_host *h, const bora_config *cfg, llama_kind kind,
                               bora_model **out);
-void llama_destroy(bora_model *model);
 /* config.json for the model (config.c). */
 bora_status llama_hf_config(bora_model *model, char *buf, size_t cap, size_t *len);
 /* The configuration keys of each type (config.c). */
