@@ -626,20 +626,20 @@ def check_rope(c):
                          f"{att:.6f}, relative difference {rel:.2g} (< 1e-12)")
 
 
-def check_qk_norm(p, c, ids):
+def check_qk_norm(p, c, ids, fwd=forward):
     """(f) Qwen3's q/k norm is per head: scaling the q_proj rows of one query head, or the k_proj
     rows of one kv head, by a positive constant leaves the logits as they were (rms_norm_eps 0,
     so the norm is exactly scale-free); norm weights stay random."""
     if not c["qk_norm"]:
         return True, "n/a (no q/k norm)"
     c0, hd, worst = dict(c, rms_norm_eps=0.0), c["head_dim"], 0.0
-    base = forward(p, c0, ids)
+    base = fwd(p, c0, ids)
     for name, head in (("q_proj", 1), ("k_proj", 0)):
         q = dict(p)
         w = p[f"model.layers.0.self_attn.{name}.weight"].clone()
         w[head * hd:(head + 1) * hd] *= 7.0
         q[f"model.layers.0.self_attn.{name}.weight"] = w
-        worst = max(worst, diff(forward(q, c0, ids), base))
+        worst = max(worst, diff(fwd(q, c0, ids), base))
     return worst < 1e-10, f"largest difference {worst:.2g} (< 1e-10)"
 
 
