@@ -485,7 +485,8 @@ def write_case(name, d, off=()):
         inputs["segment_ids"] = seg
     lt.write_safetensors(f"{d}/inputs.safetensors", inputs)
     outputs = dict(logits=logits, loss_sum=loss.reshape(()))
-    outputs.update({"grad." + k: v.grad for k, v in p.items()})
+    outputs.update({"grad." + k: torch.zeros_like(v) if v.grad is None else v.grad
+                    for k, v in p.items()})  # a feature off (off=) leaves its weights unused
     lt.write_safetensors(f"{d}/outputs.safetensors", outputs)
     print(f"gemma_torch: wrote {name} to {d}")
     return 0
