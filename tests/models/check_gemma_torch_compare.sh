@@ -51,7 +51,7 @@ broken("types", "gemma2", "config.json",
        lambda c: c.update(layer_types=["sliding_attention", "full_attention"]))
 broken("window", "gemma3", "config.json", lambda c: c.update(sliding_window=None))
 broken("rope", "gemma3_softcap", "config.json",
-       lambda c: c["rope_parameters"].pop("sliding_attention"))
+       lambda c: c.update(rope_parameters=dict(full_attention=c.pop("rope_scaling"))))
 shutil.copytree(f"{tmp}/gemma", f"{tmp}/json")
 open(f"{tmp}/json/config.json", "a").write(",")
 for name, feature in (("no_final_softcap", "final_softcap"), ("no_qk_norm", "qk_norm"),

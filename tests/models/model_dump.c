@@ -168,6 +168,8 @@ static int make_model(const bora_registry *reg, const char *dir, int64_t T, int6
     if (r->mops->create(&me->file->host, bora_cfg_root(r->cfg), &r->m) ||
         r->bops->create(&be->file->host, NULL, &r->backend))
         return fail("create");
+    if (bora_cfg_check_unread(r->cfg)) /* a key the model did not read would be ignored */
+        return fail(path);
     r->store = g_store_new(r->bops, r->backend, "cpu", 7);
     return 0;
 }
