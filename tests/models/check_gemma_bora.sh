@@ -18,10 +18,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$py" "$script" --write-case all "$tmp" > /dev/null
 rm "$tmp"/*/outputs.safetensors # what is compared below is bora's
-cases="gemma gemma2 gemma3 gemma3_softcap"
-for c in $cases; do
+set --
+for c in gemma gemma2 gemma3 gemma3_softcap; do
     # shellcheck disable=SC2086
     "$dump" "$plugins" "$tmp/$c" $hvp
+    set -- "$@" "$tmp/$c"
 done
 # shellcheck disable=SC2086
-"$py" "$script" $hvp $(for c in $cases; do echo "$tmp/$c"; done)
+"$py" "$script" $hvp "$@"
