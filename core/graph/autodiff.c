@@ -400,6 +400,36 @@ static void op_backward(g_graph *g, gnode *n)
         acc(g, x, dx);
         break;
     }
+    case BORA_OP_TOP_K: /* integers: no gradient (top_k's values are a gather of x) */
+    case BORA_OP_ARGSORT:
+    case BORA_OP_BINCOUNT: break;
+    case BORA_OP_GROUPED_MATMUL: {
+        /* y_e = x_e w_e per group of rows: dx_e = dy_e w_eᵀ (the same op, w read transposed),
+         * dw_e = x_eᵀ dy_e; the sizes have no gradient. Under mixed precision dy is rounded
+         * once, for both. */
+        gval *sizes = n->in[2];
+        dy = g_lowp(g, in_order(g, dy, y));
+        if (x->requires_grad) {
+            const char *t[3] = {b->names[0], b->names[2], b->names[1]};
+            acc(g, x, dy ? g_grouped_matmul(g, dy, g_permute(g, b, 3, t), sizes) : NULL);
+        }
+        if (b->requires_grad)
+            acc(g, b, dy ? g_grouped_matmul_grad(g, x, dy, sizes, b) : NULL);
+        break;
+    }
+    case BORA_OP_GROUPED_MATMUL_GRAD: {
+        /* dw_e = x_eᵀ g_e (g the incoming dy): with G = dw's gradient, x gets g_e G_eᵀ and g
+         * gets x_e G_e, both grouped products */
+        gval *sizes = n->in[2];
+        dy = g_lowp(g, in_order(g, dy, y));
+        if (x->requires_grad) {
+            const char *t[3] = {y->names[0], y->names[2], y->names[1]};
+            acc(g, x, dy ? g_grouped_matmul(g, b, g_permute(g, dy, 3, t), sizes) : NULL);
+        }
+        if (b->requires_grad)
+            acc(g, b, dy ? g_grouped_matmul(g, x, dy, sizes) : NULL);
+        break;
+    }
     default: g_fail(g, "no gradient rule for op '%s'", g_op_name(n->op));
     }
 }

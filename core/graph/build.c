@@ -1018,6 +1018,10 @@ const bora_graph_api g_api = {
     .rms_norm = api_rms_norm,
     .rope = api_rope,
     .sample = api_sample,
+    .top_k = api_top_k,
+    .argsort = api_argsort,
+    .bincount = api_bincount,
+    .grouped_matmul = api_grouped_matmul,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1070,7 +1074,7 @@ void g_graph_free(g_graph *g)
 
 uint32_t g_op_since(int op)
 {
-    return op >= BORA_OP_SAMPLE ? 11 : op >= BORA_OP_SIN ? 9 : 0;
+    return op >= BORA_OP_TOP_K ? 13 : op >= BORA_OP_SAMPLE ? 11 : op >= BORA_OP_SIN ? 9 : 0;
 }
 
 const char *g_op_name(int op)
@@ -1130,7 +1134,12 @@ const char *g_op_name(int op)
                                         "rms_norm",
                                         "rms_norm_grad",
                                         "rope",
-                                        "sample"};
+                                        "sample",
+                                        "top_k",
+                                        "argsort",
+                                        "bincount",
+                                        "grouped_matmul",
+                                        "grouped_matmul_grad"};
     _Static_assert(sizeof names / sizeof names[0] == BORA_OP_COUNT_, "a name for every op");
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];

@@ -1,6 +1,7 @@
 /* core/graph/build.h — what the graph builder's files (build.c: leaves, views, elementwise,
  * reductions, the table; build_ops.c: dot, norms, losses, attention, store leaves; build_elem.c:
- * constants, ramps and where; build_rope.c; build_sample.c: tokens drawn from logits) share and no one else needs. */
+ * constants, ramps and where; build_rope.c; build_sample.c: tokens drawn from logits;
+ * build_moe.c: top_k, routing and grouped products) share and no one else needs. */
 #ifndef BORA_GRAPH_BUILD_H
 #define BORA_GRAPH_BUILD_H
 
@@ -72,5 +73,12 @@ bora_tensor *api_rope(bora_graph *gp, bora_tensor *x, const bora_rope_opts *opts
 /* build_sample.c */
 bora_tensor *api_sample(bora_graph *gp, bora_tensor *logits, const char *axis, bora_tensor *counter,
                         uint64_t seed, uint64_t stream);
+/* build_moe.c */
+bora_tensor *api_top_k(bora_graph *gp, bora_tensor *x, const char *axis, int64_t k,
+                       const char *k_axis, bora_tensor **indices);
+bora_tensor *api_argsort(bora_graph *gp, bora_tensor *keys);
+bora_tensor *api_bincount(bora_graph *gp, bora_tensor *keys, bora_axis bins);
+bora_tensor *api_grouped_matmul(bora_graph *gp, bora_tensor *x, bora_tensor *w,
+                                bora_tensor *group_sizes, const char *contract);
 
 #endif

@@ -638,7 +638,8 @@ bora_tensor *api_embedding(bora_graph *gp, bora_tensor *table, bora_tensor *ids,
     return out ? api_split(gp, out, "__rows", ids->ndim, parts) : NULL;
 }
 
-/* softmax(q·kᵀ·scale + bias) v on (B, H, T, E) views, bias 0 or -inf from the masks. With
+/* softmax(cap(q·kᵀ·scale) + bias) v on (B, H, T, E) views, bias 0 or -inf from the masks and
+ * cap(s) = c·tanh(s / c) where opt->softcap is c > 0 (else s). With
  * grouped-query attention k and v have H_kv heads: q's heads are split, as a view, into
  * (H_kv, g) so that each kv head meets its g query heads in one batched product, and the
  * products' gradients sum dK and dV over the group; K and V are never repeated. */
@@ -656,6 +657,11 @@ static gval *attention_decomposed(g_graph *g, gval *const four[3], gval *const *
     }
     gval *scores = g_api.dot(&g->pub, q, k, 1, &ha, NULL); /* (B, H, T, S) */
     scores = scores ? g_api.scale(&g->pub, scores, opt->scale) : NULL;
+    if (scores && opt->softcap > 0) { /* capped before the masks, as the fused kernel does */
+        scores = g_api.scale(&g->pub, scores, 1.0 / opt->softcap);
+        scores = scores ? api_unary(&g->pub, BORA_OP_TANH, scores) : NULL;
+        scores = scores ? g_api.scale(&g->pub, scores, opt->softcap) : NULL;
+    }
     if (!scores)
         return NULL;
     int64_t dims[3] = {q->dims[0], four[0]->dims[2], k->dims[2]};
@@ -664,6 +670,7 @@ static gval *attention_decomposed(g_graph *g, gval *const four[3], gval *const *
     if (!bias)
         return NULL;
     bias->node->opt.attn = *opt;
+    bias->node->opt.attn.softcap = 0; /* the masks alone */
     gval *p = g_binary(g, BORA_OP_ADD, scores, g_align_to(g, bias, scores));
     p = p ? g_api.softmax(&g->pub, p, ka) : NULL;
     gval *o = p ? g_api.dot(&g->pub, p, v, 1, &ka, NULL) : NULL; /* (B, H, T, E) */
@@ -695,8 +702,10 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
     int64_t window = v9 ? opts->sliding_window : 0;
     int v12 =
         opts && opts->struct_size >= offsetof(bora_attention_opts, softcap) + sizeof(opts->softcap);
-    if (v12 && opts->softcap != 0) {
-        g_fail(g, "attention: softcap %g is not supported by this host", opts->softcap);
+    double softcap = v12 ? opts->softcap : 0.0;
+    if (!isfinite(softcap) || softcap < 0) {
+        g_fail(g, "attention: softcap is %g: it must be 0 (none) or a positive finite cap",
+               softcap);
         return NULL;
     }
     char dq[256], dk[256], dv[256];
@@ -883,7 +892,7 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
                                0,
                                0,
                                window,
-                               0.0};
+                               softcap};
     if (window && !g->store->elem_ops) {
         g_fail(g,
                "attention: sliding_window needs a backend built for ABI 1.9 or later (this one "
@@ -902,8 +911,9 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
         gt[i] = i < 6 || i >= nin + 3 ? q->dtype : BORA_DTYPE_I32;
     gval *o4;
     /* Grouped heads (k and v with fewer heads than q) and the window go to the fused kernel
-     * only of a backend built for 1.9 or later; an older one gets the decomposition. */
-    if (((H == Hkv && !window) || g->store->elem_ops) &&
+     * only of a backend built for 1.9 or later, the soft cap only of one built for 1.12 or
+     * later; an older one gets the decomposition. */
+    if (((H == Hkv && !window) || g->store->elem_ops) && (!softcap || g->store->attn_softcap) &&
         backend_has(g, BORA_OP_ATTENTION, nin + 2, at) &&
         backend_has(g, BORA_OP_ATTENTION_GRAD, nin + 6, gt)) {
         o4 = g_op1(g, BORA_OP_ATTENTION, nin, ins, q->dtype, 4, four[0]->dims, four[0]->names);

@@ -90,6 +90,7 @@ struct gnode {
         bora_opt_iota iota;
         bora_opt_rope rope;
         bora_opt_sample sample;
+        bora_opt_top_k top_k;
     } opt;
     /* views */
     int view;
@@ -161,6 +162,7 @@ struct g_store {
     int scatter_init;    /* SCATTER_ADD may add into a third input's values (ABI 1.7) */
     int matmul_bias;     /* MATMUL may add a third input, a bias row (ABI 1.8) */
     int elem_ops;        /* the backend may be asked for the ops from BORA_OP_SIN on (ABI 1.9) */
+    int attn_softcap;    /* its attention kernels read bora_opt_attention.softcap (ABI 1.12) */
     uint32_t abi_minor;  /* the ABI minor the backend was built for (for messages) */
     int residual_dtype;  /* trainer.mp's r: the residual stream's dtype in memory (0: f32) */
     int shadows_stale;   /* the parameters changed outside an apply graph */
@@ -344,6 +346,11 @@ void g_add_out(gnode *n, gval *v);
 gval *g_align_to(g_graph *g, gval *x, const gval *like);
 gval *g_contiguous(g_graph *g, gval *x);
 gval *g_matmul3(g_graph *g, gval *a, gval *b);
+/* GROUPED_MATMUL over x (rows, K), w (group, K, N), sizes i32 (group) -> (rows, N), and its
+ * weight gradient (x, dy (rows, N), sizes) -> shaped like w; operands rounded to bf16 under mixed
+ * precision (build_moe.c). */
+gval *g_grouped_matmul(g_graph *g, gval *x, gval *w, gval *sizes);
+gval *g_grouped_matmul_grad(g_graph *g, gval *x, gval *dy, gval *sizes, const gval *w);
 /* Under mixed precision, v's bf16 copy (made once); else v. */
 gval *g_lowp(g_graph *g, gval *v);
 gval *g_reduce_last(g_graph *g, int op, gval *x, int n, const char *const *axes);

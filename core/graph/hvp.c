@@ -226,6 +226,18 @@ static gval *op_tangent(g_graph *g, const gnode *n, gval *const *t)
         gval *tbb = tb ? g_matmul3(g, x, g_permute(g, tb, 3, b->names)) : NULL;
         return add(g, ta, tbb);
     }
+    case BORA_OP_GROUPED_MATMUL: { /* tx w + x tw, group by group (the sizes are integers) */
+        gval *sz = n->in[2];
+        gval *ta = tx ? g_grouped_matmul(g, like(g, tx, x), b, sz) : NULL;
+        gval *tw = tb ? g_grouped_matmul(g, x, like(g, tb, b), sz) : NULL;
+        return add(g, ta, tw);
+    }
+    case BORA_OP_GROUPED_MATMUL_GRAD: { /* tx_eᵀ dy_e + x_eᵀ tdy_e */
+        gval *sz = n->in[2];
+        gval *ta = tx ? g_grouped_matmul_grad(g, like(g, tx, x), b, sz, y) : NULL;
+        gval *td = tb ? g_grouped_matmul_grad(g, x, like(g, tb, b), sz, y) : NULL;
+        return add(g, ta, td);
+    }
     /* elementwise: f'(x) t */
     case BORA_OP_EXP: return mul(g, tx, y);
     case BORA_OP_LOG: return divide(g, tx, x);
@@ -288,6 +300,9 @@ static gval *op_tangent(g_graph *g, const gnode *n, gval *const *t)
     case BORA_OP_IOTA:
     case BORA_OP_ONE_HOT:
     case BORA_OP_SAMPLE: /* tokens */
+    case BORA_OP_TOP_K:  /* indices, routing order and group sizes */
+    case BORA_OP_ARGSORT:
+    case BORA_OP_BINCOUNT:
     case BORA_OP_ATTENTION_BIAS: return NULL;
     default:
         g_fail(g,

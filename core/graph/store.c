@@ -73,6 +73,7 @@ g_store *g_store_new(const bora_backend_ops *ops, bora_backend *backend, const c
     s->seed = seed;
     /* until g_store_mixed says otherwise, a backend as new as the host (tests' own rigs) */
     s->elem_ops = 1;
+    s->attn_softcap = 1;
     s->abi_minor = BORA_ABI_MINOR;
     return s;
 }
@@ -302,6 +303,7 @@ void g_store_mixed(g_store *s, int compute, int residual, uint32_t backend_abi_m
 void g_store_backend_abi(g_store *s, uint32_t backend_abi_minor)
 {
     s->elem_ops = backend_abi_minor >= 9;
+    s->attn_softcap = backend_abi_minor >= 12;
     s->abi_minor = backend_abi_minor;
 }
 

@@ -245,7 +245,31 @@ typedef enum bora_op {
      * A row with a non-finite logit (or none) gives -1. A step outside 0 .. 2^32-1 or a negative
      * counter[1] fails the kernel with BORA_ERR_INVALID; the stream is below 2^32. */
     BORA_OP_SAMPLE = 55,
-    BORA_OP_COUNT_ = 56 /* one past the last op id */
+    /* ABI 1.13: the ops a mixture-of-experts layer needs, asked only of backends built for 1.13
+     * or later (on an older one a graph using them fails to build, naming the op).
+     * x (R, D) of a float dtype -> indices i32 (R, k) (bora_opt_top_k): each row's k largest
+     * entries, largest first; equal values in the order of their index (the lower first), NaN
+     * above every number (NaNs among themselves by index), -0 equal to +0. With row_offsets set
+     * each index of row r is plus r·D: the element's position in x taken as dense (R·D). */
+    BORA_OP_TOP_K = 56,
+    /* keys i32 (N) -> i32 (N): the permutation that sorts keys ascending, stably (equal keys in
+     * the order of their index): keys[out[0]] <= keys[out[1]] <= .. */
+    BORA_OP_ARGSORT = 57,
+    /* keys i32 (N) -> counts i32 (E): how many keys equal each e in [0, E). A key outside
+     * [0, E) fails the kernel with BORA_ERR_INVALID. */
+    BORA_OP_BINCOUNT = 58,
+    /* (x (R, K), w (E, K, N), sizes i32 (E)) -> y (R, N): rows in groups by order, group e the
+     * sizes[e] rows after those of groups 0 .. e-1, each times its own w[e]; rows past the sum
+     * of the sizes are zero. A negative size, or sizes summing past R, fails the kernel with
+     * BORA_ERR_INVALID. Any strides with one of each operand's last two unit-stride (w read
+     * transposed for x's gradient). Under trainer.mp c=bf16 x and w are bf16 and y f32, as
+     * BORA_OP_MATMUL. */
+    BORA_OP_GROUPED_MATMUL = 59,
+    /* (x (R, K), dy (R, N), sizes i32 (E)) -> dw (E, K, N): w's gradient, dw[e] = x_eᵀ · dy_e
+     * over group e's rows (zero for an empty group; rows past the sum count nothing). Sizes
+     * fail as GROUPED_MATMUL's. Under c=bf16 x and dy are bf16 and dw f32. */
+    BORA_OP_GROUPED_MATMUL_GRAD = 60,
+    BORA_OP_COUNT_ = 61 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */
@@ -334,6 +358,12 @@ typedef struct bora_opt_sample { /* ABI 1.11 */
     uint64_t seed;   /* Philox's key */
     uint64_t stream; /* what the draws are for, so two uses of one seed never share numbers */
 } bora_opt_sample;
+
+typedef struct bora_opt_top_k { /* ABI 1.13 */
+    uint32_t struct_size;
+    int32_t row_offsets; /* 1: each index of row r plus r·D (a position in x as dense (R·D)) */
+    int64_t k;           /* 1 <= k <= D */
+} bora_opt_top_k;
 
 typedef struct bora_opt_pad {
     uint32_t struct_size;
@@ -613,6 +643,43 @@ struct bora_graph_api {
      * the tokens as constants. */
     bora_tensor *(*sample)(bora_graph *g, bora_tensor *logits, const char *axis,
                            bora_tensor *counter, uint64_t seed, uint64_t stream);
+
+    /* ABI 1.13: mixture-of-experts routing. A dropless layer over tokens x (token, embed),
+     * router logits (token, expert) and the experts' w (expert, embed, mlp), as
+     * tests/graph/test_moe_ops.c builds it:
+     *   weights = top_k(softmax(logits), "expert", 2, "choice", &chosen)  (token, choice)
+     *   keys = merge(chosen, {token, choice}, "row"); order = argsort(keys); sizes =
+     *   bincount(keys, {"expert", E}); xs = embedding(x broadcast over choice and merged to
+     *   (row, embed), order, "row"); ys = grouped_matmul(xs, w, sizes, "embed") (row, mlp);
+     *   back = embedding(ys, argsort(order), "row") split to (token, choice, mlp), times
+     *   weights, summed over choice (Mixtral first divides the weights by their sum over
+     *   choice). The gathers' gradients are scatter-adds. */
+
+    /* The k largest entries of x (f32 or f64) along axis, largest first (BORA_OP_TOP_K): the
+     * values, x's dtype, with axis replaced in place by a new axis k_axis of size k (1 <= k <=
+     * axis's size), and, through indices (if not NULL), their i32 indices along axis, shaped
+     * alike. Ties go to the lower index, NaN ranks above every number. The values' gradient goes
+     * back to the chosen entries (a scatter along axis); the indices have none. x's elements must
+     * number below 2^31. */
+    bora_tensor *(*top_k)(bora_graph *g, bora_tensor *x, const char *axis, int64_t k,
+                          const char *k_axis, bora_tensor **indices);
+    /* The stable ascending permutation of 1-d i32 keys (BORA_OP_ARGSORT): i32 on keys' axis,
+     * keys[p[0]] <= keys[p[1]] <= .., equal keys in index order. No gradient. Applied with
+     * bora_graph_api.embedding (rows of a table picked by p: the sorted order) and undone by the
+     * same ids as a scatter-add (gradient of that gather) or by gathering with argsort(p). */
+    bora_tensor *(*argsort)(bora_graph *g, bora_tensor *keys);
+    /* How many 1-d i32 keys equal each value in [0, bins.size) (BORA_OP_BINCOUNT): i32 along a
+     * new axis bins; a key outside that range fails the run. No gradient. */
+    bora_tensor *(*bincount)(bora_graph *g, bora_tensor *keys, bora_axis bins);
+    /* Rows of x (rows, contract) in groups, each times its own matrix of w (group, contract,
+     * out) (BORA_OP_GROUPED_MATMUL): group_sizes is 1-d i32 along w's group axis, filled at run
+     * time (bora_graph_api.bincount of the sorted keys); group e is the group_sizes[e] rows after
+     * groups 0 .. e-1. The result is (rows, out), f32 or f64 as the operands (under trainer.mp
+     * c=bf16 the operands are rounded to bf16 and the result is f32, as dot's). Rows past the sum
+     * of the sizes are zero; sizes summing past rows fail the run. Gradients to x (grouped with
+     * wᵀ) and w (x_eᵀ·dy_e per group); group_sizes has none. */
+    bora_tensor *(*grouped_matmul)(bora_graph *g, bora_tensor *x, bora_tensor *w,
+                                   bora_tensor *group_sizes, const char *contract);
 };
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */

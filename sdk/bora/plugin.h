@@ -83,10 +83,14 @@ extern "C" {
  * build_metrics with bora_param_update.report: second-order estimates and per-step metrics for
  * optimizers; and bora_param_update.flags with BORA_PARAM_IN_OUT, a matrix's storage order; 1.12 appends bora_attention_opts.softcap and
  * bora_opt_attention.softcap, attention scores soft-capped by c·tanh(s / c), which the host sets
- * only for backends built for 1.12 or later). A minor
+ * only for backends built for 1.12 or later; 1.13 appends the ops BORA_OP_TOP_K, BORA_OP_ARGSORT,
+ * BORA_OP_BINCOUNT, BORA_OP_GROUPED_MATMUL and BORA_OP_GROUPED_MATMUL_GRAD (a mixture of
+ * experts' routing and per-expert products, with bora_opt_top_k), which the host asks only of
+ * backends built for 1.13 or later, and bora_graph_api.top_k, argsort, bincount and
+ * grouped_matmul). A minor
  * bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 12
+#define BORA_ABI_MINOR 13
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

@@ -14,14 +14,16 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 12,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 13,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
                    BORA_OP_XENT_FUSED == 38 && BORA_OP_SUM_SQUARES == 39 && BORA_OP_SIN == 40 &&
                    BORA_OP_WHERE == 50 && BORA_OP_IOTA == 51 && BORA_OP_RMS_NORM == 52 &&
                    BORA_OP_RMS_NORM_GRAD == 53 && BORA_OP_ROPE == 54 && BORA_OP_SAMPLE == 55 &&
-                   BORA_OP_COUNT_ == 56,
+                   BORA_OP_TOP_K == 56 && BORA_OP_ARGSORT == 57 && BORA_OP_BINCOUNT == 58 &&
+                   BORA_OP_GROUPED_MATMUL == 59 && BORA_OP_GROUPED_MATMUL_GRAD == 60 &&
+                   BORA_OP_COUNT_ == 61,
                "op ids changed");
 /* parameter flags are stored in checkpoints' parameter slots and passed to optimizers */
 _Static_assert(BORA_PARAM_NO_DECAY == 1u && BORA_PARAM_IN_OUT == 2u, "parameter flags changed");
@@ -184,9 +186,15 @@ static void layout(void)
                    "bora_attention_opts.sliding_window");
     _Static_assert(offsetof(bora_attention_opts, softcap) == 88,
                    "bora_attention_opts.softcap (ABI 1.12)");
-    _Static_assert(sizeof(bora_graph_api) == 336, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 368, "size of bora_graph_api");
     /* ABI 1.11 */
     _Static_assert(offsetof(bora_graph_api, sample) == 328, "bora_graph_api.sample");
+    /* ABI 1.13 */
+    _Static_assert(offsetof(bora_graph_api, top_k) == 336, "bora_graph_api.top_k");
+    _Static_assert(offsetof(bora_graph_api, argsort) == 344, "bora_graph_api.argsort");
+    _Static_assert(offsetof(bora_graph_api, bincount) == 352, "bora_graph_api.bincount");
+    _Static_assert(offsetof(bora_graph_api, grouped_matmul) == 360,
+                   "bora_graph_api.grouped_matmul");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");
@@ -317,6 +325,10 @@ static void layout(void)
     _Static_assert(sizeof(bora_opt_sample) == 24, "size of bora_opt_sample");
     _Static_assert(offsetof(bora_opt_sample, seed) == 8, "bora_opt_sample.seed");
     _Static_assert(offsetof(bora_opt_sample, stream) == 16, "bora_opt_sample.stream");
+    _Static_assert(sizeof(bora_opt_top_k) == 16, "size of bora_opt_top_k");
+    _Static_assert(offsetof(bora_opt_top_k, struct_size) == 0, "bora_opt_top_k.struct_size");
+    _Static_assert(offsetof(bora_opt_top_k, row_offsets) == 4, "bora_opt_top_k.row_offsets");
+    _Static_assert(offsetof(bora_opt_top_k, k) == 8, "bora_opt_top_k.k");
     _Static_assert(offsetof(bora_optimizer_ops, hdr) == 0, "bora_optimizer_ops.hdr");
     _Static_assert(offsetof(bora_optimizer_ops, create) == 32, "bora_optimizer_ops.create");
     _Static_assert(offsetof(bora_optimizer_ops, slots) == 40, "bora_optimizer_ops.slots");

@@ -3,7 +3,8 @@
  * the 64-row blocks, with a causal mask, documents, a batch of one (the heads split between the
  * threads), head widths past and short of whole registers, q read strided, a sliding
  * window (ABI 1.9) across the blocks, grouped-query heads (2 and 3 query heads per kv head, with
- * and without the window and documents) and a few queries over more keys (the last positions):
+ * and without the window and documents), a few queries over more keys (the last positions) and
+ * soft-capped scores (c·tanh(s / c) before the masks, ABI 1.12):
  *   - the output and the gradients of q, k and v equal a double-precision attention whose
  *     products take their operands rounded to bf16 (q, k, v and the output's gradient, the
  *     probabilities and their gradient) and accumulate exactly, within f32's rounding of the
@@ -34,19 +35,24 @@ typedef struct acase {
     int64_t window; /* the sliding window (ABI 1.9; 0: none) */
     int64_t Hk;     /* kv heads (grouped-query attention, ABI 1.9; 0: H, k and v on q's axis) */
     int64_t S;      /* keys (0: T); the queries are the last T positions */
+    double softcap; /* the soft cap c (ABI 1.12; 0: none) */
 } acase;
 
 static const acase cases[] = {
-    {"causal 2x3x150x64, documents", 2, 3, 150, 64, 1, 1, 0, 0, 0, 0},
-    {"batch of one, 4 heads split among threads, 130x32", 1, 4, 130, 32, 1, 0, 0, 0, 0, 0},
-    {"not causal, head width 20, 70 rows", 2, 2, 70, 20, 0, 0, 0, 0, 0, 0},
-    {"q strided, head width 24, 100 rows", 2, 2, 100, 24, 1, 0, 1, 0, 0, 0},
-    {"causal, window 50 across the blocks, 2x2x150x32", 2, 2, 150, 32, 1, 0, 0, 50, 0, 0},
-    {"grouped 4 over 2 kv heads, causal 2x4x150x64, documents", 2, 4, 150, 64, 1, 1, 0, 0, 2, 0},
-    {"grouped 6 over 2 kv heads, window 50, 2x6x140x32", 2, 6, 140, 32, 1, 0, 0, 50, 2, 0},
-    {"grouped 3 over 1, batch of one, not causal, q strided", 1, 3, 70, 20, 0, 0, 1, 0, 1, 0},
-    {"grouped 6 over 3, window 40, documents, 2x6x130x24", 2, 6, 130, 24, 1, 1, 0, 40, 3, 0},
-    {"grouped 4 over 2, 3 queries over 150 keys, window 50", 2, 4, 3, 32, 1, 0, 0, 50, 2, 150},
+    {"causal 2x3x150x64, documents", 2, 3, 150, 64, 1, 1, 0, 0, 0, 0, 0},
+    {"batch of one, 4 heads split among threads, 130x32", 1, 4, 130, 32, 1, 0, 0, 0, 0, 0, 0},
+    {"not causal, head width 20, 70 rows", 2, 2, 70, 20, 0, 0, 0, 0, 0, 0, 0},
+    {"q strided, head width 24, 100 rows", 2, 2, 100, 24, 1, 0, 1, 0, 0, 0, 0},
+    {"causal, window 50 across the blocks, 2x2x150x32", 2, 2, 150, 32, 1, 0, 0, 50, 0, 0, 0},
+    {"grouped 4 over 2 kv heads, causal 2x4x150x64, documents", 2, 4, 150, 64, 1, 1, 0, 0, 2, 0, 0},
+    {"grouped 6 over 2 kv heads, window 50, 2x6x140x32", 2, 6, 140, 32, 1, 0, 0, 50, 2, 0, 0},
+    {"grouped 3 over 1, batch of one, not causal, q strided", 1, 3, 70, 20, 0, 0, 1, 0, 1, 0, 0},
+    {"grouped 6 over 3, window 40, documents, 2x6x130x24", 2, 6, 130, 24, 1, 1, 0, 40, 3, 0, 0},
+    {"grouped 4 over 2, 3 queries over 150 keys, window 50", 2, 4, 3, 32, 1, 0, 0, 50, 2, 150, 0},
+    {"soft cap 1, causal 2x3x150x64, documents", 2, 3, 150, 64, 1, 1, 0, 0, 0, 0, 1.0},
+    {"soft cap 0.8, grouped 6 over 2, window 50, 2x6x140x32", 2, 6, 140, 32, 1, 0, 0, 50, 2, 0,
+     0.8},
+    {"soft cap 2, grouped 4 over 2, 3 queries over 150 keys", 2, 4, 3, 32, 1, 0, 0, 0, 2, 150, 2.0},
 };
 
 static int64_t kv_heads(const acase *c)
@@ -95,7 +101,8 @@ static bora_tensor *build(bora_graph *g, const acase *c, int upcast, bora_tensor
     bora_attention_opts o = {.struct_size = sizeof o,
                              .causal = c->causal,
                              .upcast = upcast,
-                             .sliding_window = c->window};
+                             .sliding_window = c->window,
+                             .softcap = c->softcap};
     if (c->Hk)
         o.head_axis = "heads", o.kv_head_axis = "kv_heads";
     if (c->segments) {
@@ -229,7 +236,8 @@ static void reference(const acase *c, const result *in, int rounded, double *o, 
     double (*rd)(double) = rounded ? bf : NULL;
 #define R(x) (rd ? rd(x) : (x))
     double *p = malloc(sizeof(double) * (size_t)(T * S)),
-           *ds = malloc(sizeof(double) * (size_t)(T * S));
+           *ds = malloc(sizeof(double) * (size_t)(T * S)),
+           *slope = malloc(sizeof(double) * (size_t)(T * S));
     memset(dk, 0, sizeof(double) * (size_t)(c->B * Hk * S * E));
     memset(dv, 0, sizeof(double) * (size_t)(c->B * Hk * S * E));
     for (int64_t bh = 0; bh < c->B * c->H; bh++) {
@@ -245,7 +253,13 @@ static void reference(const acase *c, const result *in, int rounded, double *o, 
                 double acc = 0;
                 for (int64_t e = 0; e < E; e++)
                     acc += R(q[t * E + e]) * R(k[s * E + e]);
-                p[t * S + s] = visible ? acc * scale : -INFINITY;
+                acc *= scale;
+                if (c->softcap) { /* tanh(s / c)·c, then the masks; its slope for the backward */
+                    double u = tanh(acc / c->softcap);
+                    acc = u * c->softcap;
+                    slope[t * S + s] = 1 - u * u;
+                }
+                p[t * S + s] = visible ? acc : -INFINITY;
                 m = fmax(m, p[t * S + s]);
             }
             double sum = 0;
@@ -260,7 +274,7 @@ static void reference(const acase *c, const result *in, int rounded, double *o, 
                 o[base + t * E + e] = acc;
             }
         }
-        /* dO = w; D = Σ dO · O; dS = P (dP - D) */
+        /* dO = w; D = Σ dO · O; dS = P (dP - D), times the cap's slope 1 - tanh² */
         for (int64_t t = 0; t < T; t++) {
             double d = 0;
             for (int64_t e = 0; e < E; e++)
@@ -269,7 +283,7 @@ static void reference(const acase *c, const result *in, int rounded, double *o, 
                 double dp = 0;
                 for (int64_t e = 0; e < E; e++)
                     dp += R(weight_of(base + t * E + e)) * R(v[s * E + e]);
-                ds[t * S + s] = p[t * S + s] * (dp - d);
+                ds[t * S + s] = p[t * S + s] * (dp - d) * (c->softcap ? slope[t * S + s] : 1);
             }
         }
         for (int64_t t = 0; t < T; t++)
@@ -294,6 +308,7 @@ static void reference(const acase *c, const result *in, int rounded, double *o, 
 #undef R
     free(p);
     free(ds);
+    free(slope);
 }
 
 /* The largest and the mean difference, relative to the largest magnitude of want. */

@@ -1,6 +1,6 @@
 /* tests/backend/test_fast_f32.c — the CPU backend's fast f32 kernels at the sizes a model meets
  * (blocked attention on oneDNN, forward and backward, also with head widths and key counts that
- * are not whole registers; a tied embedding and LM head, whose weight gradient is the head's
+ * are not whole registers, and with soft-capped scores, c·tanh(s / c); a tied embedding and LM head, whose weight gradient is the head's
  * product computed in the table's own order with the embedding's rows added onto it in place, one
  * SCATTER_ADD and no table add left in the graph; LayerNorm over dense rows) against the
  * backend's f64 path on the same
@@ -30,28 +30,39 @@ typedef struct acase {
                * against the same table; NORM: LayerNorm of (B, T, E) over E */
     int64_t kv_heads; /* grouped-query attention: k and v with this many heads (0: H) */
     int64_t window;   /* the sliding window (0: none) */
+    double softcap;   /* the soft cap c (0: none) */
 } acase;
 
 enum { ATTENTION, TIED, NORM };
 
 static const acase cases[] = {
-    {"causal 2x3x150x64", 2, 3, 150, 150, 64, 1, 0, 0, 0, 0, 0, 0},
-    {"causal, q strided", 2, 2, 130, 130, 32, 1, 0, 0, 1, 0, 0, 0},
-    {"not causal", 1, 2, 70, 70, 16, 0, 0, 0, 0, 0, 0, 0},
-    {"head width 20 (columns past whole registers)", 1, 2, 45, 45, 20, 1, 0, 0, 0, 0, 0, 0},
-    {"head width 24, 67 keys", 1, 1, 67, 67, 24, 0, 0, 0, 0, 0, 0, 0},
-    {"segments", 2, 2, 100, 100, 16, 1, 1, 0, 0, 0, 0, 0},
-    {"decode: 5 queries over a cache of 200, 170 filled", 2, 2, 5, 200, 16, 1, 0, 170, 0, 0, 0, 0},
-    {"decode: one query", 1, 3, 1, 90, 64, 1, 0, 77, 0, 0, 0, 0},
-    {"grouped-query 4 heads over 2, causal, window 50", 2, 4, 130, 130, 32, 1, 0, 0, 0, 0, 2, 50},
-    {"grouped-query 4 heads over 1, segments, window 30", 1, 4, 100, 100, 16, 1, 1, 0, 0, 0, 1, 30},
-    {"window 20, not causal", 1, 2, 70, 70, 16, 0, 0, 0, 0, 0, 0, 20},
-    {"decode over 2 kv heads, window 64: 5 queries, 170 of 200", 2, 4, 5, 200, 16, 1, 0, 170, 0, 0,
-     2, 64},
-    {"tied embedding 2x300 over a vocabulary of 700x96", 2, 0, 300, 700, 96, 0, 0, 0, 0, TIED, 0,
+    {"causal 2x3x150x64", 2, 3, 150, 150, 64, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"causal, q strided", 2, 2, 130, 130, 32, 1, 0, 0, 1, 0, 0, 0, 0},
+    {"not causal", 1, 2, 70, 70, 16, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"head width 20 (columns past whole registers)", 1, 2, 45, 45, 20, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"head width 24, 67 keys", 1, 1, 67, 67, 24, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"segments", 2, 2, 100, 100, 16, 1, 1, 0, 0, 0, 0, 0, 0},
+    {"decode: 5 queries over a cache of 200, 170 filled", 2, 2, 5, 200, 16, 1, 0, 170, 0, 0, 0, 0,
      0},
-    {"layernorm 3x70x200", 3, 0, 70, 0, 200, 0, 0, 0, 0, NORM, 0, 0},
-    {"layernorm 2x9x37 (rows shorter than 16 lanes twice)", 2, 0, 9, 0, 37, 0, 0, 0, 0, NORM, 0, 0},
+    {"decode: one query", 1, 3, 1, 90, 64, 1, 0, 77, 0, 0, 0, 0, 0},
+    {"grouped-query 4 heads over 2, causal, window 50", 2, 4, 130, 130, 32, 1, 0, 0, 0, 0, 2, 50,
+     0},
+    {"grouped-query 4 heads over 1, segments, window 30", 1, 4, 100, 100, 16, 1, 1, 0, 0, 0, 1, 30,
+     0},
+    {"window 20, not causal", 1, 2, 70, 70, 16, 0, 0, 0, 0, 0, 0, 20, 0},
+    {"decode over 2 kv heads, window 64: 5 queries, 170 of 200", 2, 4, 5, 200, 16, 1, 0, 170, 0, 0,
+     2, 64, 0},
+    {"soft cap 1, causal, grouped 4 over 2, window 50", 2, 4, 130, 130, 32, 1, 0, 0, 0, 0, 2, 50,
+     1.0},
+    {"soft cap 0.7, segments, head width 20", 2, 2, 100, 100, 20, 1, 1, 0, 0, 0, 0, 0, 0.7},
+    {"soft cap 1.5, not causal, q strided", 1, 2, 70, 70, 16, 0, 0, 0, 1, 0, 0, 0, 1.5},
+    {"soft cap 2, decode: 5 queries over 200, 170 filled", 2, 4, 5, 200, 16, 1, 0, 170, 0, 0, 2, 0,
+     2.0},
+    {"tied embedding 2x300 over a vocabulary of 700x96", 2, 0, 300, 700, 96, 0, 0, 0, 0, TIED, 0, 0,
+     0},
+    {"layernorm 3x70x200", 3, 0, 70, 0, 200, 0, 0, 0, 0, NORM, 0, 0, 0},
+    {"layernorm 2x9x37 (rows shorter than 16 lanes twice)", 2, 0, 9, 0, 37, 0, 0, 0, 0, NORM, 0, 0,
+     0},
 };
 
 static int32_t seg_of(int64_t b, int64_t t)
@@ -110,7 +121,8 @@ static bora_tensor *build(bora_graph *g, const acase *c, int dt, bora_tensor **o
                              .causal = c->causal,
                              .head_axis = "heads",
                              .kv_head_axis = c->kv_heads ? "kv_heads" : NULL,
-                             .sliding_window = c->window};
+                             .sliding_window = c->window,
+                             .softcap = c->softcap};
     if (c->segments) {
         bora_axis sa[2] = {AX("batch", c->B), AX("position", c->T)};
         o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);

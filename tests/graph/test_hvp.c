@@ -176,17 +176,21 @@ static bora_tensor *b_embedding(bora_graph *g, int v)
     return bora_unary(g, BORA_OP_TANH, g->api->embedding(g, P(g, "a", 2, ax), ids, "vocab"));
 }
 
-/* attention: causal; with segment ids; not causal; grouped heads with a window of 2. */
+/* attention: causal; with segment ids; not causal; grouped heads with a window of 2; then soft-
+ * capped scores (c·tanh(s / c)): causal, c = 0.8; grouped heads, window 2 and segment ids, c = 1.5
+ * (the Hessian graph's decomposition against the fused kernels' gradients). */
 static bora_tensor *b_attention(bora_graph *g, int v)
 {
-    int gqa = v == 3;
+    int gqa = v == 3 || v == 5;
     bora_axis qa[4] = {AX("batch", 2), AX("heads", gqa ? 4 : 2), AX("position", 4),
                        AX("head_dim", 3)};
     bora_axis ka[4] = {AX("batch", 2), AX(gqa ? "kv_heads" : "heads", 2), AX("key_position", 4),
                        AX("head_dim", 3)};
     bora_tensor *q = P(g, "a", 4, qa), *k = P(g, "b", 4, ka), *vv = P(g, "c", 4, ka);
     bora_attention_opts o = {.struct_size = sizeof o, .causal = v != 2};
-    if (v == 1) {
+    if (v >= 4)
+        o.softcap = v == 4 ? 0.8 : 1.5;
+    if (v == 1 || v == 5) {
         bora_axis sa[2] = {AX("batch", 2), AX("position", 4)};
         o.segment_ids = bora_input(g, "seg", BORA_DTYPE_I32, 2, sa);
     }
@@ -270,6 +274,40 @@ static bora_tensor *b_checkpointed(bora_graph *g, int v)
     return bora_unary(g, BORA_OP_GELU_EXACT, bora_mul(g, h, h));
 }
 
+/* a mixture of experts: 0, grouped_matmul alone (an empty group, a row past the sizes' sum);
+ * 1, a routed layer (softmax, top 2 of 3 experts, the rows sorted by expert with argsort and
+ * counted with bincount, gathered, multiplied per expert, put back and weighted). */
+static const int32_t sizes4[4] = {2, 0, 3, 1}; /* 6 of 7 rows */
+
+static bora_tensor *b_moe(bora_graph *g, int v)
+{
+    const bora_graph_api *A = g->api;
+    if (v == 0) {
+        bora_axis xa[2] = {AX("row", 7), AX("embed", 3)};
+        bora_axis wa[3] = {AX("expert", 4), AX("embed", 3), AX("mlp", 2)};
+        bora_tensor *s = bora_input(g, "sizes", BORA_DTYPE_I32, 1, wa);
+        return A->grouped_matmul(g, P(g, "x", 2, xa), P(g, "w", 3, wa), s, "embed");
+    }
+    bora_axis xa[2] = {AX("token", 4), AX("embed", 3)}, la[2] = {AX("token", 4), AX("expert", 3)};
+    bora_axis wa[3] = {AX("expert", 3), AX("embed", 3), AX("mlp", 2)};
+    bora_tensor *x = P(g, "x", 2, xa), *idx = NULL;
+    bora_tensor *weights =
+        A->top_k(g, A->softmax(g, P(g, "router", 2, la), "expert"), "expert", 2, "choice", &idx);
+    const char *tc[2] = {"token", "choice"}, *tce[3] = {"token", "choice", "embed"};
+    bora_tensor *keys = idx ? A->merge(g, idx, 2, tc, "row") : NULL;
+    bora_tensor *order = keys ? A->argsort(g, keys) : NULL;
+    bora_tensor *sizes = keys ? A->bincount(g, keys, wa[0]) : NULL;
+    bora_tensor *rep =
+        A->merge(g, A->permute(g, A->broadcast(g, x, AX("choice", 2)), 3, tce), 2, tc, "row");
+    bora_tensor *ys =
+        A->grouped_matmul(g, A->embedding(g, rep, order, "row"), P(g, "w", 3, wa), sizes, "embed");
+    bora_tensor *back = A->embedding(g, ys, A->argsort(g, order), "row");
+    bora_axis parts[2] = {AX("token", 4), AX("choice", 2)};
+    const char *choice[1] = {"choice"};
+    return A->reduce(g, BORA_OP_SUM, bora_mul(g, A->split(g, back, "row", 2, parts), weights), 1,
+                     choice);
+}
+
 static const hcase cases[] = {
     {"unary", b_unary, 30},
     {"binary", b_binary, 8},
@@ -280,10 +318,11 @@ static const hcase cases[] = {
     {"softmax", b_softmax, 2},
     {"cross_entropy", b_xent, 3},
     {"embedding", b_embedding, 1},
-    {"attention", b_attention, 4},
+    {"attention", b_attention, 6},
     {"rope", b_rope, 2},
     {"layout", b_layout, 6},
     {"checkpointed", b_checkpointed, 1},
+    {"moe", b_moe, 2},
 };
 
 /* ---- running ------------------------------------------------------------------------------ */
@@ -293,6 +332,7 @@ static void fill_int_inputs(g_graph *g)
     g_set_input(g, "targets", targets6, sizeof targets6);
     g_set_input(g, "ids", ids6, sizeof ids6);
     g_set_input(g, "seg", seg8, sizeof seg8);
+    g_set_input(g, "sizes", sizes4, sizeof sizes4);
     static const int64_t counter[2] = {3, 12};
     g_set_input(g, "counter", counter, sizeof counter);
 }

@@ -4,9 +4,12 @@
  * 1.9 ops fix (sign, max/min ties, comparisons, where with NaN, fused chains) against values
  * written here; rms_norm's rules (threads, the ABI version a backend was built for, bf16 reads,
  * the residual fusion, refused options); grouped-query attention's refusals and an older
- * options struct; sample's draws treated as constants by autodiff, against finite differences.
- * Every op a check here runs counts; write_slice and sample, which no case in test_ops
- * differentiates, must run here.
+ * options struct; the soft cap's refusals, older options structs and the ABI version that gives
+ * it to the fused kernel; sample's draws treated as constants by autodiff, against finite
+ * differences; the mixture-of-experts ops refused on a backend built before ABI 1.13, and run
+ * (forward and backward) on this one. Every op a check here runs counts; write_slice, sample and
+ * the mixture-of-experts ops (test_moe_ops checks them against references), which no case in
+ * test_ops differentiates, must run here.
  *
  * usage: test_op_rules PLUGIN_DIR */
 #include "../test.h"
@@ -515,6 +518,119 @@ static void check_gqa_rules(void)
                    "head_dim=3) differs in 'k' (batch=2, kv_heads=2, key_position=4, head_dim=3)");
 }
 
+/* Soft-capped attention (f32, causal, 2 of 4 query heads per kv head, c = 0.9) in an eval graph
+ * on a store that believes the backend built for ABI 1.backend_minor, the options struct
+ * struct_size bytes long: "" and the output in out (2·4·5·3 floats), with the number of fused
+ * attention nodes and of tanh nodes in *fused and *tanhs; or the build's error. */
+enum { SC_OUT = 2 * 4 * 5 * 3 };
+static const char *softcap_build(double softcap, uint32_t struct_size, uint32_t backend_minor,
+                                 float *out, int *fused, int *tanhs)
+{
+    static char err[1100];
+    rig r;
+    rig_open(&r, plugin_dir, 1, 3);
+    g_store_mixed(r.store, 0, 0, backend_minor);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
+    bora_graph *gp = &g->pub;
+    bora_axis qa[4] = {AX("batch", 2), AX("heads", 4), AX("position", 5), AX("head_dim", 3)};
+    bora_axis ka[4] = {AX("batch", 2), AX("kv_heads", 2), AX("key_position", 5), AX("head_dim", 3)};
+    bora_tensor *q = P(gp, "q", BORA_DTYPE_F32, 4, qa);
+    bora_tensor *k = P(gp, "k", BORA_DTYPE_F32, 4, ka);
+    bora_tensor *v = P(gp, "v", BORA_DTYPE_F32, 4, ka);
+    /* scores around ±3: a cap of 0.9 bends them all */
+    q = gp->api->scale(gp, q, 3.0);
+    bora_attention_opts o = {.struct_size = struct_size,
+                             .causal = 1,
+                             .head_axis = "heads",
+                             .kv_head_axis = "kv_heads",
+                             .softcap = softcap};
+    g->output = gp->api->attention(gp, q, k, v, &o);
+    if (g->output && g->output->base != g->output)
+        g->output = gp->api->contiguous(gp, g->output);
+    err[0] = 0;
+    if (!g->output || g_finalize(g) || g_store_materialize(r.store) || g_run(g) ||
+        g_read(g, g->output, out, sizeof(float) * SC_OUT)) {
+        snprintf(err, sizeof err, "%s", g->error[0] ? g->error : bora_error_get());
+    } else {
+        *fused = *tanhs = 0;
+        for (size_t i = 0; i < g->n_nodes; i++) {
+            const gnode *n = g->nodes[i];
+            if (n->op == BORA_OP_ATTENTION) {
+                (*fused)++;
+                if (n->opt.attn.softcap != (struct_size == sizeof o ? softcap : 0))
+                    snprintf(err, sizeof err, "the fused node's softcap is %g",
+                             n->opt.attn.softcap);
+            }
+            *tanhs += n->op == BORA_OP_TANH;
+        }
+    }
+    g_graph_free(g);
+    rig_close(&r);
+    return err;
+}
+
+static void check_softcap_rules(void)
+{
+    float fused_out[SC_OUT], old_out[SC_OUT], plain[SC_OUT], unsized[SC_OUT];
+    int fused = -1, tanhs = -1;
+    /* refused: negative, infinite, NaN, each named */
+    CHECK_CONTAINS(
+        softcap_build(-1, sizeof(bora_attention_opts), BORA_ABI_MINOR, fused_out, &fused, &tanhs),
+        "attention: softcap is -1: it must be 0 (none) or a positive finite cap");
+    CHECK_CONTAINS(softcap_build(INFINITY, sizeof(bora_attention_opts), BORA_ABI_MINOR, fused_out,
+                                 &fused, &tanhs),
+                   "attention: softcap is inf:");
+    CHECK_CONTAINS(
+        softcap_build(NAN, sizeof(bora_attention_opts), BORA_ABI_MINOR, fused_out, &fused, &tanhs),
+        "attention: softcap is nan:");
+    /* a backend built for 1.12: the fused kernel, told the cap */
+    CHECK(!strcmp(
+        softcap_build(0.9, sizeof(bora_attention_opts), BORA_ABI_MINOR, fused_out, &fused, &tanhs),
+        ""));
+    CHECK(fused == 1 && tanhs == 0);
+    /* one built for 1.11 never sees the cap: the decomposition, with its tanh, the same values */
+    CHECK(
+        !strcmp(softcap_build(0.9, sizeof(bora_attention_opts), 11, old_out, &fused, &tanhs), ""));
+    CHECK(fused == 0 && tanhs == 1);
+    double worst = 0, bent = 0;
+    CHECK(!strcmp(
+        softcap_build(0, sizeof(bora_attention_opts), BORA_ABI_MINOR, plain, &fused, &tanhs), ""));
+    for (int i = 0; i < SC_OUT; i++) {
+        worst = fmax(worst, fabs(fused_out[i] - old_out[i]));
+        bent = fmax(bent, fabs(fused_out[i] - plain[i]));
+    }
+    if (!(worst <= 1e-5 && bent > 1e-2)) {
+        fprintf(stderr,
+                "softcap: fused and decomposed differ by %g (want <= 1e-5); capped and plain by "
+                "%g (want > 1e-2)\n",
+                worst, bent);
+        test_failures++;
+    }
+    /* a cap past f32's range (1e300: no bend at all) runs the loops in double: plain values */
+    CHECK(!strcmp(
+        softcap_build(1e300, sizeof(bora_attention_opts), BORA_ABI_MINOR, unsized, &fused, &tanhs),
+        ""));
+    worst = 0;
+    for (int i = 0; i < SC_OUT; i++)
+        worst = fmax(worst, fabs(unsized[i] - plain[i]));
+    if (!(fused == 1 && worst <= 1e-5)) {
+        fprintf(stderr, "softcap 1e300: %d fused nodes, %g from the plain values\n", fused, worst);
+        test_failures++;
+    }
+    /* a 1.11 caller's struct ends before softcap: whatever lies there is never read */
+    CHECK(!strcmp(softcap_build(-7, offsetof(bora_attention_opts, softcap), BORA_ABI_MINOR, unsized,
+                                &fused, &tanhs),
+                  ""));
+    CHECK(fused == 1 && tanhs == 0 && !memcmp(unsized, plain, sizeof plain));
+    /* the CPU backend declares the ABI it was built for, which the host reads as 1.12 or later */
+    bora_registry *reg = bora_registry_new();
+    CHECK(bora_registry_add_dir(reg, plugin_dir, 1) == BORA_OK);
+    bora_registry_load(reg);
+    const bora_entry *e = bora_registry_find(reg, BORA_KIND_BACKEND, "cpu");
+    CHECK(e && e->file->abi_minor == BORA_ABI_MINOR && BORA_ABI_MINOR >= 12);
+    bora_registry_free(reg);
+}
+
 /* sample draws integer tokens: no gradient of its own, so autodiff treats them as constants.
  * cross_entropy(logits, t) + sum(logits · t), t = sample(logits), differentiates as if t were
  * given: its gradient against central finite differences (h = 1e-6; the draws do not move under
@@ -570,6 +686,56 @@ done:
     rig_close(&r);
 }
 
+/* A routed layer's gradient graph (top_k, argsort, bincount, grouped_matmul and its weight
+ * gradient): refused naming top_k on a backend believed built for ABI 1.12, and run on this one,
+ * where the routed rows give the gradients their expected zeros (an expert no token chose). */
+static void check_moe_rules(void)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t minor = pass ? BORA_ABI_MINOR : 12;
+        rig r;
+        rig_open(&r, plugin_dir, 1, 4);
+        g_store_backend_abi(r.store, minor);
+        g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+        bora_graph *gp = &g->pub;
+        const bora_graph_api *A = gp->api;
+        bora_axis la[2] = {AX("token", 3), AX("expert", 4)};
+        bora_axis wa[3] = {AX("expert", 4), AX("embed", 2), AX("mlp", 2)};
+        bora_axis xa[2] = {AX("token", 3), AX("embed", 2)};
+        bora_tensor *logits = bora_input(gp, "logits", BORA_DTYPE_F64, 2, la), *idx = NULL;
+        bora_tensor *weights = A->top_k(gp, logits, "expert", 1, "choice", &idx);
+        const char *tc[2] = {"token", "choice"};
+        bora_tensor *keys = A->merge(gp, idx, 2, tc, "token");
+        bora_tensor *order = A->argsort(gp, keys);
+        bora_tensor *xs = A->embedding(gp, P(gp, "x", BORA_DTYPE_F64, 2, xa), order, "token");
+        bora_tensor *y = A->grouped_matmul(gp, xs, P(gp, "w", BORA_DTYPE_F64, 3, wa),
+                                           A->bincount(gp, keys, wa[0]), "embed");
+        const char *ym[2] = {"token", "mlp"}, *c1[1] = {"choice"};
+        bora_tensor *loss = A->reduce(
+            gp, BORA_OP_SUM, bora_mul(gp, y, A->reduce(gp, BORA_OP_SUM, weights, 1, c1)), 2, ym);
+        g->output = loss;
+        CHECK(loss && g_autodiff(g, loss) == BORA_OK);
+        if (minor < 13) {
+            CHECK(g_finalize(g) == BORA_ERR_INVALID);
+            CHECK_CONTAINS(g->error,
+                           "backend 'cpu' was built for ABI 1.12, which has no op 'top_k' (ABI "
+                           "1.13); rebuild the backend against this SDK");
+        } else {
+            /* tokens 0 and 2 choose expert 3, token 1 expert 0: experts 1 and 2 get nothing */
+            const double lv[12] = {0, 1, 2, 5, 9, 1, 2, 3, 0, 0, 0, 1};
+            CHECK(g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
+                  g_set_input(g, "logits", lv, sizeof lv) == BORA_OK && g_run(g) == BORA_OK);
+            const double *dw = rig_grad(&r, "w");
+            for (int i = 0; i < 16; i++)
+                CHECK((dw[i] != 0) == (i < 4 || i >= 12));
+            for (int k = 0; k < BORA_OP_COUNT_; k++)
+                ops_seen[k] += g->op_runs[k];
+        }
+        g_graph_free(g);
+        rig_close(&r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -581,9 +747,17 @@ int main(int argc, char **argv)
     check_elem_rules();
     check_rms_norm_rules();
     check_gqa_rules();
+    check_softcap_rules();
     check_sample_constant();
+    check_moe_rules();
     /* the ops test_ops leaves to this test (see its final check) */
-    static const int here[] = {BORA_OP_WRITE_SLICE, BORA_OP_SAMPLE};
+    static const int here[] = {BORA_OP_WRITE_SLICE,
+                               BORA_OP_SAMPLE,
+                               BORA_OP_TOP_K,
+                               BORA_OP_ARGSORT,
+                               BORA_OP_BINCOUNT,
+                               BORA_OP_GROUPED_MATMUL,
+                               BORA_OP_GROUPED_MATMUL_GRAD};
     for (size_t i = 0; i < sizeof here / sizeof here[0]; i++)
         if (!ops_seen[here[i]]) {
             fprintf(stderr, "op '%s' (%d) did not run in test_op_rules\n", g_op_name(here[i]),

@@ -6,10 +6,12 @@
  * in a fixed order (grouped-query attention: query head h reads kv head h / G, by index). Every job is
  * one thread's from start to end, so the bits never depend on the thread count. The loops of
  * kernels_t.h stay the reference (and the path for layouts these do not take: head_dim must be
- * the dense inner axis of every operand). Under trainer.mp c=bf16 the products may take bf16
- * operands on oneDNN's matmul primitive instead (below: "bf16 products"), whose jobs depend on
- * the thread count, so that path keeps its bits run after run but not across thread counts
- * (bf16 makes no such promise, docs/design.md §8). */
+ * the dense inner axis of every operand). A soft cap (bora_opt_attention.softcap, c > 0) turns
+ * each row of scores into c·tanh(S / c) before the masks, and the backward pass, recomputing
+ * it, keeps S / c to multiply the scores' gradient by 1 - tanh². Under trainer.mp c=bf16 the
+ * products may take bf16 operands on oneDNN's matmul primitive instead (below: "bf16
+ * products"), whose jobs depend on the thread count, so that path keeps its bits run after run
+ * but not across thread counts (bf16 makes no such promise, docs/design.md §8). */
 #include "kernels_fast.h"
 
 #include <dnnl.h>
@@ -29,6 +31,7 @@ typedef struct att_shape {
     float scale;
     int64_t G; /* query heads per kv head (grouped-query attention): h reads kv head h / G */
     int64_t W; /* the sliding window (0: none) */
+    float cap, inv_cap; /* (ABI 1.12) the soft cap c and 1 / c (0: none) */
 } att_shape;
 
 static int inner_dense(const bora_tensor_desc *t)
@@ -52,6 +55,12 @@ static int att_setup(const bora_kernel_args *a, int extra, att_shape *sh)
     sh->G = sh->H / hkv;
     if (opt->struct_size >= offsetof(bora_opt_attention, sliding_window) + sizeof(int64_t))
         sh->W = opt->sliding_window;
+    if (opt->struct_size >= offsetof(bora_opt_attention, softcap) + sizeof(double) &&
+        opt->softcap > 0) {
+        sh->cap = (float)opt->softcap, sh->inv_cap = (float)(1.0 / opt->softcap);
+        if (!(sh->cap > 0) || !isfinite(sh->cap) || !isfinite(sh->inv_cap))
+            return 0; /* a cap past f32's range: the loops, in double */
+    }
     int at = extra;
     if (opt->segments) {
         const bora_tensor_desc *sq = &a->inputs[at], *sk = &a->inputs[at + 1];
@@ -73,6 +82,18 @@ static int64_t att_keys(const att_shape *sh, int64_t t1)
     if (sh->causal && sh->L - sh->T + t1 < n)
         n = sh->L - sh->T + t1;
     return n < 0 ? 0 : n;
+}
+
+/* A row of n scores capped: row = c·tanh(row / c), keeping row / c in x for the backward pass
+ * (x NULL: not kept). Nothing without a cap. */
+static void att_cap_row(const cpu_simd *simd, const att_shape *sh, float *row, float *x, int64_t n)
+{
+    if (sh->cap <= 0)
+        return;
+    float *y = x ? x : row;
+    simd->arith_scalar(BORA_OP_MUL, y, row, sh->inv_cap, 0, n);
+    simd->unary(BORA_OP_TANH, row, y, n);
+    simd->arith_scalar(BORA_OP_MUL, row, row, sh->cap, 0, n);
 }
 
 /* -inf where query t may not see key s (s < n already holds). */
@@ -369,6 +390,7 @@ static int attention_bf16(bora_backend *bk, const bora_kernel_args *a, const att
                     float *lp = HEAD(l, bi, h0 + h);
                     for (int64_t t = 0; t < r; t++) {
                         float *row = P + (h * r + t) * n;
+                        att_cap_row(simd, sh, row, NULL, n);
                         att_mask_row(simd, sh, bi, t0 + t, row, n);
                         float m = simd->max(row, n);
                         if (m == -INFINITY) {
@@ -422,15 +444,17 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
     {
         size_t pn = (size_t)(hb * ATT_ROWS * (S ? S : 1)), kn = (size_t)(kb * (S ? S : 1) * E);
         float *P = malloc(sizeof(float) * pn), *dP = malloc(sizeof(float) * pn);
+        float *X = sh->cap > 0 ? malloc(sizeof(float) * (size_t)(S ? S : 1)) : NULL;
         float *dQb = G > 1 ? malloc(sizeof(float) * (size_t)(hb * ATT_ROWS * E)) : NULL;
         uint16_t *Pb = malloc(sizeof(uint16_t) * pn), *dSb = malloc(sizeof(uint16_t) * pn);
         uint16_t *Qb = malloc(sizeof(uint16_t) * (size_t)(hb * T * E));
         uint16_t *dOb = malloc(sizeof(uint16_t) * (size_t)(hb * T * E));
         uint16_t *Kb = malloc(sizeof(uint16_t) * kn), *Vb = malloc(sizeof(uint16_t) * kn);
         cpu_mm_stream *stream = cpu_mm_stream_new(bk);
-        int mine =
-            !P || !dP || (G > 1 && !dQb) || !Pb || !dSb || !Qb || !dOb || !Kb || !Vb || !stream ? 2
-                                                                                                : 0;
+        int mine = !P || !dP || (sh->cap > 0 && !X) || (G > 1 && !dQb) || !Pb || !dSb || !Qb ||
+                           !dOb || !Kb || !Vb || !stream
+                       ? 2
+                       : 0;
         if (mine) {
 #pragma omp atomic write
             failed = mine;
@@ -480,10 +504,13 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
                             memset(pr, 0, sizeof(float) * (size_t)n);
                             memset(dpr, 0, sizeof(float) * (size_t)n);
                         } else {
+                            att_cap_row(simd, sh, pr, X, n);
                             att_mask_row(simd, sh, bi, t0 + t, pr, n);
                             double d = simd->dot(db + (t0 + t) * dout->strides[2],
                                                  ob + (t0 + t) * o->strides[2], E);
                             simd->att_grad_row(pr, dpr, n, lse, (float)d);
+                            if (sh->cap > 0) /* through the cap: · (1 - tanh²(S / c)) */
+                                simd->act_grad(BORA_OP_TANH, dpr, X, dpr, n);
                         }
                         simd->to_bf16(Pb + (h * r + t) * n, pr, n);
                         simd->to_bf16(dSb + (h * r + t) * n, dpr, n);
@@ -508,6 +535,7 @@ static int attention_grad_bf16(bora_backend *bk, const bora_kernel_args *a, cons
         }
         free(P);
         free(dP);
+        free(X);
         free(dQb);
         free(Pb);
         free(dSb);
@@ -567,6 +595,7 @@ int fast_attention_f32(bora_backend *bk, const bora_kernel_args *a)
             }
             for (int64_t r = 0; r < rows; r++) {
                 float *row = P + r * n;
+                att_cap_row(simd, &sh, row, NULL, n);
                 att_mask_row(simd, &sh, bi, t0 + r, row, n);
                 float m = n ? simd->max(row, n) : -INFINITY;
                 if (m == -INFINITY) { /* no key visible: output 0 */
@@ -619,6 +648,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
     {
         size_t cap = (size_t)(ATT_ROWS * (S ? S : 1));
         float *P = malloc(sizeof(float) * cap), *dP = malloc(sizeof(float) * cap);
+        float *X = sh.cap > 0 ? malloc(sizeof(float) * (size_t)(S ? S : 1)) : NULL;
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < sh.B * (sh.H / sh.G); bh++) {
             /* one job per (batch, kv head): its G query heads in order add into dK and dV */
@@ -629,7 +659,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
             int64_t ldq = q->strides[2], ldk = k->strides[2], ldv = v->strides[2];
             int64_t ldo = o->strides[2], ldd = dout->strides[2];
             int64_t lddq = dq->strides[2], lddk = dk->strides[2], lddv = dv->strides[2];
-            if (!P || !dP) {
+            if (!P || !dP || (sh.cap > 0 && !X)) {
 #pragma omp atomic write
                 failed = 2;
                 continue;
@@ -663,12 +693,15 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
                         memset(dpr, 0, sizeof(float) * (size_t)n);
                         continue;
                     }
+                    att_cap_row(simd, &sh, pr, X, n);
                     att_mask_row(simd, &sh, bi, t0 + r, pr, n);
                     const float *dor = db + (t0 + r) * ldd, *orow = ob + (t0 + r) * ldo;
                     double d = simd->dot(dor, orow, E);
                     /* P = exp(S - lse); dS = P (dP - D), each operation rounded as a plain loop
                      * would */
                     simd->att_grad_row(pr, dpr, n, lse, (float)d);
+                    if (sh.cap > 0) /* through the cap: · (1 - tanh²(S / c)) */
+                        simd->act_grad(BORA_OP_TANH, dpr, X, dpr, n);
                 }
                 /* dV += Pᵀ dO, dQ = scale·dS K, dK += scale·dSᵀ Q */
                 bad |= sgemm('T', 'N', n, E, rows, 1.0f, P, n, db + t0 * ldd, ldd, 1.0f, dvb, lddv);
@@ -685,6 +718,7 @@ int fast_attention_grad_f32(bora_backend *bk, const bora_kernel_args *a)
         }
         free(P);
         free(dP);
+        free(X);
     }
     return failed == 2 ? -2 : failed ? -3 : 0;
 }

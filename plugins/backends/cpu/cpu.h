@@ -55,6 +55,14 @@ bora_status cpu_rope_f64(bora_backend *b, const bora_kernel_args *a);
 bora_status cpu_sample_f32(bora_backend *b, const bora_kernel_args *a);
 bora_status cpu_sample_f64(bora_backend *b, const bora_kernel_args *a);
 
+/* moe.c: BORA_OP_TOP_K, ARGSORT, BINCOUNT, GROUPED_MATMUL and GROUPED_MATMUL_GRAD over these
+ * dtypes (inputs, then outputs), or NULL. */
+bora_kernel_fn cpu_moe_kernel(uint32_t op, const int32_t *dt, uint32_t n);
+/* kernels.c: C = A B over (1, M, K) x (1, K, N) descs on MATMUL's path for A's dtype (f32, f64,
+ * or bf16 operands widened for sgemm into an f32 C), with the same blocks whatever the threads. */
+bora_status cpu_matmul_one(bora_backend *bk, const bora_tensor_desc *A, const bora_tensor_desc *B,
+                           const bora_tensor_desc *C);
+
 /* matmul_bf16.c: the rule for bf16 matmuls and oneDNN's engine (create), its teardown, and a
  * bf16 product on oneDNN's primitive (0 done, 1 not taken: widen, negative: an error). */
 bora_status cpu_bf16_setup(bora_backend *b);

@@ -279,11 +279,8 @@ static bora_status matmul_bf16_naive(const bora_kernel_args *a)
     return BORA_OK;
 }
 
-static bora_status matmul_bf16(bora_backend *bk, const bora_kernel_args *a)
+static bora_status matmul_bf16_widened(bora_backend *bk, const bora_kernel_args *a)
 {
-    int taken = cpu_matmul_bf16_onednn(bk, a);
-    if (taken <= 0)
-        return taken;
     const bora_tensor_desc *A = &a->inputs[0], *B = &a->inputs[1], *C = &a->outputs[0];
     int64_t nb = C->dims[0], M = C->dims[1], N = C->dims[2], Kd = A->dims[2];
     char ta, tb, tc;
@@ -339,6 +336,25 @@ static bora_status matmul_bf16(bora_backend *bk, const bora_kernel_args *a)
         free(bs);
     }
     return failed == 2 ? BORA_ERR_NOMEM : failed ? BORA_ERR_DEVICE : BORA_OK;
+}
+
+static bora_status matmul_bf16(bora_backend *bk, const bora_kernel_args *a)
+{
+    int taken = cpu_matmul_bf16_onednn(bk, a);
+    return taken <= 0 ? taken : matmul_bf16_widened(bk, a);
+}
+
+/* One product on MATMUL's path for its dtype (grouped products, moe.c); bf16 operands always
+ * widened for sgemm, since oneDNN's primitives are made per shape and a group's rows change from
+ * run to run. */
+bora_status cpu_matmul_one(bora_backend *bk, const bora_tensor_desc *A, const bora_tensor_desc *B,
+                           const bora_tensor_desc *C)
+{
+    bora_tensor_desc in[2] = {*A, *B};
+    bora_kernel_args a = {sizeof a, BORA_OP_MATMUL, NULL, 2, 1, in, C, NULL, 0};
+    if (A->dtype == BORA_DTYPE_F64)
+        return matmul_naive_f64(bk, &a);
+    return A->dtype == BORA_DTYPE_BF16 ? matmul_bf16_widened(bk, &a) : matmul_f32(bk, &a);
 }
 
 /* A bf16 product plus a bias row (ABI 1.8: the third input, N f32 at unit stride, stride 0
@@ -633,6 +649,9 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
                : dt[0] == BORA_DTYPE_F32                                    ? cpu_sample_f32
                : dt[0] == BORA_DTYPE_F64                                    ? cpu_sample_f64
                                                                             : NULL;
+    /* mixture-of-experts routing and grouped products (moe.c) */
+    if (op >= BORA_OP_TOP_K && op <= BORA_OP_GROUPED_MATMUL_GRAD)
+        return cpu_moe_kernel(op, dt, n);
     int32_t ft = dt[0];
     if (op == BORA_OP_SCATTER_ADD)
         ft = dt[1];

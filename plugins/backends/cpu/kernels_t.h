@@ -544,6 +544,16 @@ static int64_t K(key_length)(const bora_kernel_args *a, int64_t S)
     return L < 0 ? 0 : L > S ? S : L;
 }
 
+/* (ABI 1.12) the soft cap c (0: none): a score s becomes c·tanh(s / c) before the masks */
+static double K(softcap)(const bora_kernel_args *a)
+{
+    const bora_opt_attention *opt = a->options;
+    return opt->struct_size >= offsetof(bora_opt_attention, softcap) + sizeof(double) &&
+                   opt->softcap > 0
+               ? opt->softcap
+               : 0.0;
+}
+
 static int K(allowed)(const bora_kernel_args *a, int64_t bi, int64_t t, int64_t s, int64_t L,
                       int64_t Tq)
 {
@@ -570,6 +580,7 @@ static bora_status K(attention)(bora_backend *bk, const bora_kernel_args *a)
     const bora_opt_attention *opt = a->options;
     int64_t B = q->dims[0], H = q->dims[1], Tq = q->dims[2], E = q->dims[3], S = k->dims[2];
     int64_t L = K(key_length)(a, S), G = H / k->dims[1]; /* query head h reads kv head h / G */
+    double cap = K(softcap)(a);
 #pragma omp parallel for schedule(static)
     for (int64_t bht = 0; bht < B * H * Tq; bht++) {
         int64_t bi = bht / (H * Tq), h = (bht / Tq) % H, t = bht % Tq, hk = h / G;
@@ -583,7 +594,7 @@ static bora_status K(attention)(bora_backend *bk, const bora_kernel_args *a)
             for (int64_t e = 0; e < E; e++)
                 dot += (double)((const T *)q->data)[AT(q, bi, h, t, e)] *
                        (double)((const T *)k->data)[AT(k, bi, hk, s, e)];
-            p[s] = dot * opt->scale;
+            p[s] = cap > 0 ? cap * tanh(dot * opt->scale / cap) : dot * opt->scale;
             m = p[s] > m ? p[s] : m;
         }
         for (int64_t s = 0; s < S; s++)
@@ -612,6 +623,7 @@ static bora_status K(attention_grad)(bora_backend *bk, const bora_kernel_args *a
     const bora_opt_attention *opt = a->options;
     int64_t B = q->dims[0], H = q->dims[1], Tq = q->dims[2], E = q->dims[3], S = k->dims[2];
     int64_t L = K(key_length)(a, S), Hk = k->dims[1], G = H / Hk;
+    double cap = K(softcap)(a);
     /* one job per (batch, kv head): dK and dV sum over its G query heads, in order */
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < B * Hk; bh++) {
@@ -638,8 +650,10 @@ static bora_status K(attention_grad)(bora_backend *bk, const bora_kernel_args *a
                         dp += (double)((const T *)dout->data)[AT(dout, bi, h, t, e)] *
                               (double)((const T *)v->data)[AT(v, bi, hk, s, e)];
                     }
-                    P[t * S + s] = exp(dot * opt->scale - lse);
-                    dS[t * S + s] = P[t * S + s] * (dp - Dt);
+                    /* capped: d score = d capped · (1 - tanh²), the tanh recomputed */
+                    double u = cap > 0 ? tanh(dot * opt->scale / cap) : 0;
+                    P[t * S + s] = exp((cap > 0 ? cap * u : dot * opt->scale) - lse);
+                    dS[t * S + s] = P[t * S + s] * (dp - Dt) * (cap > 0 ? 1 - u * u : 1);
                 }
             }
             for (int64_t t = 0; t < Tq; t++)
