@@ -5,7 +5,7 @@
 # q/k norms, Qwen3 with a window of 3 on its second layer) bora's logits, summed loss and every
 # gradient must match within the reference's stated tolerances; and on each, bora's KV cache (prefill + decode) must give
 # the whole window's logits (Qwen2/3 again with windows of 3 on the layers from 1 on).
-# usage: check_llama_bora.sh LLAMA_DUMP PLUGIN_DIR SCRIPT
+# usage: check_llama_bora.sh MODEL_DUMP PLUGIN_DIR SCRIPT
 set -eu
 dump=$1 plugins=$2 script=$3
 py=/usr/bin/python3

@@ -3,7 +3,7 @@
 # --hvp, float64 on bora's float32 weights), on the reference's seven cases (Llama 2 with
 # documents, Llama 3 with llama3 rope scaling, yarn with biases, Mistral with a window, Qwen2
 # with biases, Qwen3 with q/k norms, Qwen3 with a window on its second layer).
-# usage: check_llama_hvp.sh LLAMA_DUMP PLUGIN_DIR SCRIPT
+# usage: check_llama_hvp.sh MODEL_DUMP PLUGIN_DIR SCRIPT
 set -eu
 dump=$1 plugins=$2 script=$3
 py=/usr/bin/python3

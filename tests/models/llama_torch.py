@@ -63,6 +63,7 @@ except ImportError as e:  # the test harness turns 77 into "skipped"
     sys.exit(77)
 
 torch.set_default_dtype(torch.float64)
+LOGITS_TOLERANCE = 2e-4  # bora (float32) against the float64 reference, absolute
 DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
 
 
@@ -403,16 +404,18 @@ def check_hvp(d, params, loss):
     return ok
 
 
-def compare(d, hvp=False):
-    print(f"{d}:")
+def read_case(d, load=None, check=None):
+    """A DIR's config (through load, a family's load_config), float64 leaf parameters (checked
+    by check, its check_params), input_ids, targets, segment_ids or None, and bora's outputs."""
+    load, check = load or load_config, check or check_params
     try:
         with open(f"{d}/config.json") as f:
             cfg = json.load(f)
     except json.JSONDecodeError as e:
         raise InputError(f"{d}/config.json: not JSON ({e})")
-    c = load_config(cfg, f"{d}/config.json")
+    c = load(cfg, f"{d}/config.json")
     params = read_safetensors(f"{d}/model.safetensors")
-    check_params(params, c, f"{d}/model.safetensors")
+    check(params, c, f"{d}/model.safetensors")
     params = {k: v.double().requires_grad_(True) for k, v in params.items()}
     inputs = read_safetensors(f"{d}/inputs.safetensors")
     ours = read_safetensors(f"{d}/outputs.safetensors")
@@ -436,13 +439,17 @@ def compare(d, hvp=False):
     if ours["logits"].shape != (*ids.shape, V):
         raise InputError(f"{d}/outputs.safetensors: logits are {tuple(ours['logits'].shape)}, "
                          f"want {(*ids.shape, V)}")
-    logits = forward(params, c, ids, seg)
-    loss = loss_sum(logits, targets)
+    return c, params, ids, targets, seg, ours
+
+
+def check_outputs(d, params, logits, loss, ours, hvp):
+    """bora's logits, summed loss, gradients (and H·v with hvp) against the reference's, loss
+    not yet differentiated; prints each finding and returns whether all are within tolerance."""
     loss.backward(retain_graph=hvp)
     ok = check_hvp(d, params, loss) if hvp else True
     dl = (logits.detach() - ours["logits"].double()).abs().max().item()
     print(f"logits: largest difference {dl:.3g}")
-    ok &= dl < 2e-4
+    ok &= dl < LOGITS_TOLERANCE
     rel = abs(loss.item() - ours["loss_sum"].item()) / abs(loss.item())
     print(f"loss: torch {loss.item():.8f}, bora {ours['loss_sum'].item():.8f}, relative {rel:.3g}")
     ok &= rel < 1e-5
@@ -459,6 +466,14 @@ def compare(d, hvp=False):
             print(f"gradient of {name}: largest difference {diff:.3g} of its scale")
             ok = False
     print(f"gradients: {len(params)} tensors, worst relative difference {worst:.3g}")
+    return ok
+
+
+def compare(d, hvp=False):
+    print(f"{d}:")
+    c, params, ids, targets, seg, ours = read_case(d)
+    logits = forward(params, c, ids, seg)
+    ok = check_outputs(d, params, logits, loss_sum(logits, targets), ours, hvp)
     print("llama_torch: " + ("all checks passed" if ok else "FAILED"))
     return 0 if ok else 1
 
@@ -517,19 +532,20 @@ def diff(a, b):
     return (a - b).abs().max().item()
 
 
-def check_cache(p, c, ids):
+def check_cache(p, c, ids, fwd=forward):
     """(a) decoding position by position from a KV cache, and a prefill of 5 then decoding,
     give the full forward's logits."""
-    full, worst = forward(p, c, ids), 0.0
+    T = ids.shape[1]
+    full, worst = fwd(p, c, ids), 0.0
     for first in (1, 5):
         cache = {}
-        parts = [forward(p, c, ids[:, :first], cache=cache)]
-        parts += [forward(p, c, ids[:, t:t + 1], cache=cache, start=t) for t in range(first, T)]
+        parts = [fwd(p, c, ids[:, :first], cache=cache)]
+        parts += [fwd(p, c, ids[:, t:t + 1], cache=cache, start=t) for t in range(first, T)]
         worst = max(worst, diff(torch.cat(parts, 1), full))
     return worst < 1e-10, f"largest difference {worst:.2g} (< 1e-10)"
 
 
-def check_gqa(p, c, ids):
+def check_gqa(p, c, ids, fwd=forward):
     """(b) GQA through repeat_kv equals plain multi-head attention with each K/V head's rows
     copied to the query heads that read it."""
     H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
@@ -540,15 +556,15 @@ def check_gqa(p, c, ids):
         if ".k_proj." in name or ".v_proj." in name:  # kv head g -> query heads g*n .. g*n+n-1
             mha[name] = t.reshape(KV, hd, *t.shape[1:]).repeat_interleave(H // KV, 0).reshape(
                 H * hd, *t.shape[1:])
-    d = diff(forward(mha, q, ids), forward(p, c, ids))
+    d = diff(fwd(mha, q, ids), fwd(p, c, ids))
     return d < 1e-10, f"largest difference {d:.2g} (< 1e-10)"
 
 
-def check_gradients(p, c, ids, targets, gen):
+def check_gradients(p, c, ids, targets, gen, fwd=forward):
     """(c) autograd against central differences (step 1e-5), two elements of every parameter:
     |fd - autograd| <= 1e-7 + 1e-6 |autograd| (rounding of the summed loss is ~1e-9 here)."""
     leaves = {k: v.clone().requires_grad_(True) for k, v in p.items()}
-    loss_sum(forward(leaves, c, ids), targets).backward()
+    loss_sum(fwd(leaves, c, ids), targets).backward()
     worst, h = 0.0, 1e-5
     with torch.no_grad():
         for name, t in p.items():
@@ -557,26 +573,26 @@ def check_gradients(p, c, ids, targets, gen):
                 x = t.view(-1)
                 old = x[i].item()
                 x[i] = old + h
-                up = loss_sum(forward(p, c, ids), targets).item()
+                up = loss_sum(fwd(p, c, ids), targets).item()
                 x[i] = old - h
-                down = loss_sum(forward(p, c, ids), targets).item()
+                down = loss_sum(fwd(p, c, ids), targets).item()
                 x[i] = old
                 ag = leaves[name].grad.view(-1)[i].item()
                 worst = max(worst, abs((up - down) / (2 * h) - ag) / (1e-7 + 1e-6 * abs(ag)))
     return worst < 1, f"{len(p)} tensors, worst difference {worst:.2g} of its tolerance"
 
 
-def check_window(p, c, ids, required=False):
+def check_window(p, c, ids, required=False, fwd=forward):
     """(d) with a window on every layer, the logits at i change when token j changes exactly when
     i - L*(window - 1) <= j <= i."""
     if not all(c["window"]):
         return not required, "n/a (not every layer slides)"
-    reach = sum(w - 1 for w in c["window"])
-    base, bad = forward(p, c, ids), 0
+    reach, T = sum(w - 1 for w in c["window"]), ids.shape[1]
+    base, bad = fwd(p, c, ids), 0
     for j in range(T):
         other = ids.clone()
         other[0, j] = (other[0, j] + 1) % c["vocab_size"]
-        moved = (forward(p, c, other)[0] - base[0]).abs().amax(-1) > 1e-9
+        moved = (fwd(p, c, other)[0] - base[0]).abs().amax(-1) > 1e-9
         bad += sum(bool(moved[i]) != (i - reach <= j <= i) for i in range(T))
     return bad == 0, f"reach {reach} positions back, {bad} of {T * T} (i, j) pairs wrong"
 
@@ -610,28 +626,29 @@ def check_rope(c):
                          f"{att:.6f}, relative difference {rel:.2g} (< 1e-12)")
 
 
-def check_qk_norm(p, c, ids):
+def check_qk_norm(p, c, ids, fwd=forward):
     """(f) Qwen3's q/k norm is per head: scaling the q_proj rows of one query head, or the k_proj
     rows of one kv head, by a positive constant leaves the logits as they were (rms_norm_eps 0,
     so the norm is exactly scale-free); norm weights stay random."""
     if not c["qk_norm"]:
         return True, "n/a (no q/k norm)"
     c0, hd, worst = dict(c, rms_norm_eps=0.0), c["head_dim"], 0.0
-    base = forward(p, c0, ids)
+    base = fwd(p, c0, ids)
     for name, head in (("q_proj", 1), ("k_proj", 0)):
         q = dict(p)
         w = p[f"model.layers.0.self_attn.{name}.weight"].clone()
         w[head * hd:(head + 1) * hd] *= 7.0
         q[f"model.layers.0.self_attn.{name}.weight"] = w
-        worst = max(worst, diff(forward(q, c0, ids), base))
+        worst = max(worst, diff(fwd(q, c0, ids), base))
     return worst < 1e-10, f"largest difference {worst:.2g} (< 1e-10)"
 
 
-def check_segments(p, c, ids):
+def check_segments(p, c, ids, fwd=forward):
     """(g) with segment_ids, a row's second document (positions 6..15) has the logits of that
     document run alone from position 0."""
+    B, T = ids.shape
     seg = (torch.arange(T) >= 6).long().expand(B, T)
-    d = diff(forward(p, c, ids, seg)[:, 6:], forward(p, c, ids[:, 6:]))
+    d = diff(fwd(p, c, ids, seg)[:, 6:], fwd(p, c, ids[:, 6:]))
     return d < 1e-10, f"largest difference {d:.2g} (< 1e-10)"
 
 

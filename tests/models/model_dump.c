@@ -1,21 +1,24 @@
-/* tests/models/llama_dump.c — runs the llama plugin on a case the PyTorch reference wrote
- * (tests/models/llama_torch.py --write-case): CASE/config.json (the model_type picks the type),
- * CASE/model.safetensors (the weights, Hugging Face names) and CASE/inputs.safetensors
- * (input_ids, targets, optional segment_ids). It writes what bora computes from them into
+/* tests/models/model_dump.c — runs a model plugin on a case a PyTorch reference wrote
+ * (tests/models/llama_torch.py or gemma_torch.py --write-case): CASE/config.json (its model_type
+ * picks the bora type: the name itself, or bora's name for it from MODEL_TYPES), CASE/
+ * model.safetensors (the weights, Hugging Face names) and CASE/inputs.safetensors (input_ids,
+ * targets, optional segment_ids). It writes what bora computes from them into
  * CASE/outputs.safetensors — the eval graph's logits, the train graph's summed loss and every
- * parameter's gradient as grad.NAME — for llama_torch.py CASE to compare.
+ * parameter's gradient as grad.NAME — for the reference's comparison mode to read.
  *
  * Then it checks the KV cache against the eval graph on the same weights: a prefill of the first
  * n tokens (the rest of the window padding) and a decode step per following position must give
  * the eval logits of the whole window at each position (within 1e-4), for n = 1, 5 and T - 2.
- * With --window W it first turns sliding windows on (Mistral: sliding_window W; Qwen2/3:
- * use_sliding_window on layers >= 1), so the check covers caches that keep only W rows.
+ * Windows the case's config.json gives (Mistral, Gemma 2 and 3) are in that check already; with
+ * --window W it is run again with the keys WINDOW_KEYS lists for the type turning windows of W
+ * on (Qwen2/3: use_sliding_window on layers >= 1), so the check covers caches that keep only W
+ * rows; a type without such keys skips that second check.
  *
  * With --hvp it also writes CASE/hvp.safetensors: a tangent v per parameter and the
- * Hessian-vector product H·v of the summed loss (hvp_dump.h), for llama_torch.py --hvp CASE;
+ * Hessian-vector product H·v of the summed loss (hvp_dump.h), for the reference's --hvp;
  * the KV cache is not checked then.
  *
- * usage: llama_dump PLUGIN_DIR CASE [--window W] [--cache-only | --hvp] */
+ * usage: model_dump PLUGIN_DIR CASE [--window W] [--cache-only | --hvp] */
 #include "ckpt/safetensors.h"
 #include "config/config.h"
 #include "graph/graph.h"
@@ -31,7 +34,7 @@
 
 static int fail(const char *what)
 {
-    fprintf(stderr, "llama_dump: %s: %s\n", what, bora_error_get());
+    fprintf(stderr, "model_dump: %s: %s\n", what, bora_error_get());
     return 1;
 }
 
@@ -64,48 +67,109 @@ typedef struct run {
     bora_cfg *cfg;
 } run;
 
-/* The model of config.json with seq_len T and, with window > 0, sliding windows on. */
+/* Hugging Face model_type names that differ from the bora type of the same model. */
+static const struct {
+    const char *hf, *bora;
+} MODEL_TYPES[] = {
+    {"gemma3_text", "gemma3"},
+};
+
+/* The config.json keys (in front of the case's own) that turn sliding windows on, for the types
+ * whose cases leave them off: window_key: W, then the other keys as they are. */
+typedef struct window_keys {
+    const char *type, *window_key, *others;
+} window_keys;
+static const window_keys WINDOW_KEYS[] = {
+    {"qwen2", "sliding_window", "\"use_sliding_window\": true, \"max_window_layers\": 1, "},
+    {"qwen3", "sliding_window", "\"use_sliding_window\": true, \"max_window_layers\": 1, "},
+};
+
+/* config.json as bora's config (it is YAML too) with seq_len T and, when keys is not NULL, its
+ * keys for a window of W in front of the case's own. */
+static bora_cfg *load_config(const char *path, const char *json, int64_t T, const window_keys *keys,
+                             int64_t window)
+{
+    const char *open_brace = strchr(json, '{');
+    size_t cap = strlen(json) + 512;
+    char *text = malloc(cap);
+    if (!open_brace || !text) {
+        free(text);
+        fprintf(stderr, "model_dump: %s: not a JSON object\n", path);
+        return NULL;
+    }
+    int n = snprintf(text, cap, "{\"seq_len\": %lld, ", (long long)T);
+    if (keys)
+        n += snprintf(text + n, cap - (size_t)n, "\"%s\": %lld, %s", keys->window_key,
+                      (long long)window, keys->others);
+    snprintf(text + n, cap - (size_t)n, "%s", open_brace + 1);
+    bora_cfg *cfg = bora_cfg_new();
+    if (bora_cfg_load_string(cfg, path, text, strlen(text))) {
+        fail(path);
+        bora_cfg_free(cfg);
+        cfg = NULL;
+    }
+    free(text);
+    return cfg;
+}
+
+/* The bora type of cfg's model_type (a string in cfg), NULL without one. */
+static const char *model_type(bora_cfg *cfg)
+{
+    const char *type = NULL;
+    if (cfg)
+        bora_cfg_string(bora_cfg_root(cfg), "model_type", NULL, &type);
+    for (size_t i = 0; type && i < sizeof MODEL_TYPES / sizeof *MODEL_TYPES; i++)
+        if (!strcmp(type, MODEL_TYPES[i].hf))
+            type = MODEL_TYPES[i].bora;
+    return type;
+}
+
+/* The model of config.json with seq_len T and, with window > 0, the type's WINDOW_KEYS; 2 when
+ * the type has none. */
 static int make_model(const bora_registry *reg, const char *dir, int64_t T, int64_t window, run *r)
 {
     char path[4096];
     size_t len;
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *json = slurp(path, &len);
-    const char *open_brace = json ? strchr(json, '{') : NULL;
-    if (!open_brace)
+    if (!json)
         return fail(path);
-    /* config.json is YAML too; bora's own keys go in front */
-    size_t cap = len + 256;
-    char *text = malloc(cap);
-    int n = snprintf(text, cap, "{\"seq_len\": %lld, ", (long long)T);
-    if (window > 0)
-        n += snprintf(text + n, cap - (size_t)n,
-                      "\"sliding_window\": %lld, \"use_sliding_window\": true, "
-                      "\"max_window_layers\": 1, ",
-                      (long long)window);
-    snprintf(text + n, cap - (size_t)n, "%s", open_brace + 1);
-    free(json);
-    /* --window on a case that already sets window keys is refused by the loader (a key given
-     * twice), so it is meant for the Qwen cases */
-    r->cfg = bora_cfg_new();
-    if (bora_cfg_load_string(r->cfg, path, text, strlen(text))) {
-        free(text);
-        return fail(path);
+    r->cfg = load_config(path, json, T, NULL, 0);
+    const char *type = model_type(r->cfg);
+    const window_keys *keys = NULL;
+    for (size_t i = 0; type && i < sizeof WINDOW_KEYS / sizeof *WINDOW_KEYS; i++)
+        if (!strcmp(type, WINDOW_KEYS[i].type))
+            keys = &WINDOW_KEYS[i];
+    if (r->cfg && window > 0) {
+        if (!keys) {
+            free(json);
+            bora_cfg_free(r->cfg);
+            r->cfg = NULL;
+            return 2; /* no window keys for this type */
+        }
+        bora_cfg_free(r->cfg);
+        r->cfg = load_config(path, json, T, keys, window);
+        type = model_type(r->cfg);
     }
-    free(text);
-    const char *type = NULL;
-    bora_cfg_string(bora_cfg_root(r->cfg), "model_type", NULL, &type);
+    free(json);
+    if (!r->cfg)
+        return 1;
     const bora_entry *me = type ? bora_registry_find(reg, BORA_KIND_MODEL, type) : NULL;
     const bora_entry *be = bora_registry_find(reg, BORA_KIND_BACKEND, "cpu");
-    if (!me || !be)
-        return fail("plugins");
+    if (!me || !be) {
+        fprintf(stderr,
+                "model_dump: %s: no model plugin of model_type %s, or no cpu backend, in "
+                "the plugin folder\n",
+                path, type ? type : "(none)");
+        return 1;
+    }
     r->mops = (const bora_model_ops *)me->ops;
     r->bops = (const bora_backend_ops *)be->ops;
-    if (window > 0 && strcmp(type, "mistral") && strcmp(type, "qwen2") && strcmp(type, "qwen3"))
-        return 2; /* no window in this type */
     if (r->mops->create(&me->file->host, bora_cfg_root(r->cfg), &r->m) ||
         r->bops->create(&be->file->host, NULL, &r->backend))
         return fail("create");
+    if (bora_cfg_check_unread(r->cfg)) /* a key the model did not read would be ignored */
+        return fail(path);
     r->store = g_store_new(r->bops, r->backend, "cpu", 7);
     return 0;
 }
@@ -122,7 +186,7 @@ static int load_weights(g_store *store, const char *dir)
         const bora_st_tensor *t = bora_st_find(st, s->name);
         if (!t || t->dtype != BORA_DTYPE_F32 || t->ndim != s->ndim ||
             memcmp(t->shape, s->dims, sizeof(int64_t) * (size_t)s->ndim)) {
-            fprintf(stderr, "llama_dump: %s: tensor %s is missing or not f32 of bora's shape\n",
+            fprintf(stderr, "model_dump: %s: tensor %s is missing or not f32 of bora's shape\n",
                     path, s->name);
             return 1;
         }
@@ -130,7 +194,7 @@ static int load_weights(g_store *store, const char *dir)
             return fail(path);
     }
     if (st->n_tensors != store->n_slots) {
-        fprintf(stderr, "llama_dump: %s has %zu tensors, the model %zu\n", path, st->n_tensors,
+        fprintf(stderr, "model_dump: %s has %zu tensors, the model %zu\n", path, st->n_tensors,
                 store->n_slots);
         return 1;
     }
@@ -158,8 +222,13 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
 {
     run r = {0};
     int rc = make_model(reg, dir, T, window, &r);
-    if (rc)
+    if (rc) {
+        if (rc == 2)
+            printf("model_dump: %s: --window: no window keys for its type (a window it has is in "
+                   "its config.json, checked above); not checked again\n",
+                   dir);
         return rc == 2 ? 0 : rc;
+    }
     bora_tensor *lo_e, *lo_p, *lo_d;
     g_graph *eval = build(&r, BORA_MODE_EVAL, B, &lo_e),
             *prefill = build(&r, BORA_MODE_PREFILL, B, &lo_p),
@@ -212,7 +281,7 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
                 }
         }
     }
-    printf("llama_dump: %s%s: KV cache (prefill of 1, 5, %lld tokens, then decode) against the "
+    printf("model_dump: %s%s: KV cache (prefill of 1, 5, %lld tokens, then decode) against the "
            "whole window: largest logit difference %.3g\n",
            dir, window ? " with sliding windows" : "", (long long)(T - 2), worst);
     free(full);
@@ -230,7 +299,7 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
     bora_cfg_free(r.cfg);
     if (!(worst < 1e-4)) {
         fprintf(stderr,
-                "llama_dump: FAIL: the KV cache's logits differ from the window's by "
+                "model_dump: FAIL: the KV cache's logits differ from the window's by "
                 "%.3g (allowed 1e-4)\n",
                 worst);
         return 1;
@@ -241,7 +310,7 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: llama_dump PLUGIN_DIR CASE [--window W] [--cache-only | --hvp]\n");
+        fprintf(stderr, "usage: model_dump PLUGIN_DIR CASE [--window W] [--cache-only | --hvp]\n");
         return 2;
     }
     const char *dir = argv[2];
@@ -255,7 +324,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--hvp"))
             hvp = 1;
         else {
-            fprintf(stderr, "llama_dump: unknown argument %s\n", argv[i]);
+            fprintf(stderr, "model_dump: unknown argument %s\n", argv[i]);
             return 2;
         }
     }
@@ -272,7 +341,7 @@ int main(int argc, char **argv)
                          *ts = bora_st_find(in, "segment_ids");
     if (!ti || !tt || ti->ndim != 2 || ti->dtype != tt->dtype ||
         (ti->dtype != BORA_DTYPE_I64 && ti->dtype != BORA_DTYPE_I32)) {
-        fprintf(stderr, "llama_dump: %s: want input_ids and targets (batch, position)\n", path);
+        fprintf(stderr, "model_dump: %s: want input_ids and targets (batch, position)\n", path);
         return 1;
     }
     int64_t B = ti->shape[0], T = ti->shape[1];
@@ -338,7 +407,7 @@ int main(int argc, char **argv)
              g_set_input(hess, "targets", targets, 4 * cells) ||
              g_set_input(hess, "segment_ids", seg, 4 * cells) || hvp_run_and_write(hess, dir)))
             return fail("hvp");
-        printf("llama_dump: %s: %zu parameters, loss sum %.6f\n", dir, n, loss_sum);
+        printf("model_dump: %s: %zu parameters, loss sum %.6f\n", dir, n, loss_sum);
         for (size_t i = 0; i < n; i++)
             free(gnames[i]);
         free(gnames);
