@@ -231,6 +231,13 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, void 
             (st = read_cap(h, cfg, kind, "attn_logit_softcapping", &m->attn_logit_softcapping)) !=
                 BORA_OK)
             return st;
+        /* Gemma3Attention keeps the key but never passes it to attention: read, written back on
+         * export, not applied, as transformers computes */
+        if (kind == GEMMA3 && m->attn_logit_softcapping > 0)
+            h->log(h, BORA_LOG_WARN,
+                   "model.attn_logit_softcapping: %g is not applied: transformers' Gemma 3 "
+                   "attention never soft-caps its scores (gemma2 does)",
+                   m->attn_logit_softcapping);
         if (!(m->query_pre_attn_scalar > 0 && isfinite(m->query_pre_attn_scalar)))
             return h->fail(h, BORA_ERR_CONFIG,
                            "model.query_pre_attn_scalar: %g; give a number above 0 (the scale "

@@ -73,7 +73,7 @@ static bora_tensor *self_attention(decoder_ctx *c, const gemma *m, int64_t l, bo
                               .head_axis = "heads",
                               .kv_head_axis = "kv_heads",
                               .sliding_window = m->d.slides[l] ? m->d.sliding_window : 0,
-                              .softcap = m->attn_logit_softcapping};
+                              .softcap = m->kind == GEMMA3 ? 0 : m->attn_logit_softcapping};
     return decoder_attend(c, &m->d, p, q, k, v, &ao, m->attention_bias);
 }
 
