@@ -58,7 +58,7 @@ for type in gpt2 llama mistral qwen2 qwen3 gemma gemma2 gemma3; do
     qwen2) model="{type: qwen2, seq_len: 16, $size, tie_word_embeddings: true}" ;;
     qwen3) model="{type: qwen3, seq_len: 16, $size, head_dim: 16, use_sliding_window: true, sliding_window: 4, max_window_layers: 1}" ;;
     gemma) model="{type: gemma, seq_len: 16, $size, head_dim: 8, tie_word_embeddings: false, attention_bias: true}" ;;
-    gemma2) model="{type: gemma2, seq_len: 16, $size, head_dim: 8, sliding_window: 4, query_pre_attn_scalar: 12, final_logit_softcapping: 5.0, attn_logit_softcapping: null}" ;;
+    gemma2) model="{type: gemma2, seq_len: 16, $size, head_dim: 8, sliding_window: 4, query_pre_attn_scalar: 12, final_logit_softcapping: 5.0, attn_logit_softcapping: 6.0}" ;;
     gemma3) model="{type: gemma3, seq_len: 16, $size, head_dim: 8, sliding_window: 4, layer_types: [full_attention, sliding_attention], rope_local_base_freq: 500.0, rope_scaling: {rope_type: linear, factor: 2.0}, final_logit_softcapping: 7.0}" ;;
     esac
     cat > $type.yaml <<YAML

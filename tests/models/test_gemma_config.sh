@@ -15,8 +15,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 B() { "$bora" --plugin-dir "$plugins" "$@"; }
 size="seq_len: 16, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, head_dim: 8"
-# no soft-capped attention in these (attn_logit_softcapping is gemma2's default)
-g2="type: gemma2, $size, num_key_value_heads: 2, attn_logit_softcapping: null"
+g2="type: gemma2, $size, num_key_value_heads: 2"
 g3="type: gemma3, $size, num_key_value_heads: 2"
 g1="type: gemma, $size, num_key_value_heads: 2"
 # expect STATUS NEEDLE MODEL [ARGS]: bora graph (or ARGS) on MODEL exits STATUS and says NEEDLE

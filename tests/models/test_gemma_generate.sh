@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 size="seq_len: 32, hidden_size: 32, intermediate_size: 64, num_attention_heads: 4, head_dim: 8"
 . "$here/generate_same.sh"
 same_ids gemma "{type: gemma, $size, num_hidden_layers: 2, num_key_value_heads: 1}" 150
-same_ids gemma2 "{type: gemma2, $size, num_hidden_layers: 3, num_key_value_heads: 2, sliding_window: 8, query_pre_attn_scalar: 16, final_logit_softcapping: 3.0, attn_logit_softcapping: null}" 150
+same_ids gemma2 "{type: gemma2, $size, num_hidden_layers: 3, num_key_value_heads: 2, sliding_window: 8, query_pre_attn_scalar: 16, final_logit_softcapping: 3.0, attn_logit_softcapping: 4.0}" 150
 same_ids gemma3 "{type: gemma3, $size, num_hidden_layers: 4, num_key_value_heads: 2, sliding_window: 8, sliding_window_pattern: 3, rope_local_base_freq: 100.0, rope_scaling: {rope_type: linear, factor: 2.0}, tie_word_embeddings: false}" 150
 [ $fails = 0 ] && echo "gemma generate: the KV cache gives the recomputed window's tokens on all three types"
 exit $((fails > 0))
