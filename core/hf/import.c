@@ -239,9 +239,35 @@ static bora_status split_rope_parameters(const char *file, const bora_hf_key *ke
 }
 
 /* Apply the model's table to config.json's object c into sec; 0 when every key passed. */
+/* An EXPECT rule on a key's value v: the error where v is not the one value bora takes. */
+static bora_status check_expect(const char *file, const char *type, const char *name,
+                                json_object *v, const bora_hf_key *r)
+{
+    json_object *want = r->value ? json_tokener_parse(r->value) : NULL;
+    bora_status st = BORA_OK;
+    if (v && !json_same(v, want))
+        st = bora_error_set(BORA_ERR_CONFIG, "%s: %s is %s; bora's %s takes only %s%s%s", file,
+                            name, jtext(v), type, r->value ? r->value : "null", r->doc ? ": " : "",
+                            r->doc ? r->doc : "");
+    json_object_put(want);
+    return st;
+}
+
 static bora_status map_keys(const char *file, const char *type, const bora_hf_key *keys,
                             json_object *c, json_object *sec)
 {
+    /* The refusals first, wherever they stand in the file: a key that says what the file is (a
+     * multimodal folder's text_config) explains more than the first key bora does not read. */
+    json_object_object_foreach(c, key, value)
+    {
+        const bora_hf_key *r = find_rule(keys, key);
+        if (!r)
+            r = find_rule(generic_keys, key);
+        bora_status st =
+            r && r->rule == BORA_HF_EXPECT ? check_expect(file, type, key, value, r) : BORA_OK;
+        if (st != BORA_OK)
+            return st;
+    }
     json_object_object_foreach(c, name, v)
     {
         const bora_hf_key *r = find_rule(keys, name);
@@ -278,10 +304,7 @@ static bora_status map_keys(const char *file, const char *type, const bora_hf_ke
                     json_object_new_int64(json_object_get_int64(v) / json_object_get_int64(of)));
             }
         } else if (r->rule == BORA_HF_EXPECT) {
-            if (v && !json_same(v, want))
-                st = bora_error_set(BORA_ERR_CONFIG, "%s: %s is %s; bora's %s takes only %s%s%s",
-                                    file, name, jtext(v), type, r->value ? r->value : "null",
-                                    r->doc ? ": " : "", r->doc ? r->doc : "");
+            st = check_expect(file, type, name, v, r);
         } else if (r->rule == BORA_HF_NOTE) {
             if (v && !json_same(v, want))
                 bora_log(BORA_LOG_INFO, "note: %s: %s is %s: %s", file, name, jtext(v),
@@ -322,7 +345,7 @@ bora_status bora_hf_model_section(const bora_registry *reg, const char *hf_dir, 
                               "which model it describes",
                               file);
     }
-    const char *type = json_object_get_string(mt);
+    const char *type = json_object_get_string(mt), *given = type;
     /* model_types whose bora type is spelt otherwise (Gemma3ForCausalLM's config class is
      * Gemma3TextConfig; "gemma3" is the multimodal one, refused by the gemma3 plugin's keys) */
     static const char *const alias[][2] = {{"gemma3_text", "gemma3"}};
@@ -336,7 +359,7 @@ bora_status bora_hf_model_section(const bora_registry *reg, const char *hf_dir, 
             "%s: model_type '%s' is not a model bora has (bora plugins lists "
             "them: gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text ship "
             "with bora)",
-            file, type);
+            file, given);
     } else if (!((const bora_model_ops *)e->ops)->hf_keys) {
         st = bora_error_set(BORA_ERR_UNSUPPORTED,
                             "%s: model %s (plugin %s) declares no config.json keys "

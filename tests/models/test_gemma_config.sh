@@ -69,8 +69,12 @@ expect 1 "model.layer_types[0]: 'local' is not full_attention or sliding_attenti
 expect 1 "model.sliding_window: -4 is negative" "{$g2, sliding_window: -4}"
 expect 1 "model.sliding_window_pattern: 0; give 1 or more" "{$g3, sliding_window_pattern: 0}"
 expect 1 "model.query_pre_attn_scalar: 0; give a number above 0" "{$g3, query_pre_attn_scalar: 0}"
-expect 1 "model.final_logit_softcapping: -1; give a cap above 0, or null for none" \
+expect 1 "model.final_logit_softcapping: -1; give a cap above 0 (" \
     "{$g2, final_logit_softcapping: -1}"
+# 0 is not "none": transformers would divide by it
+expect 1 "model.attn_logit_softcapping: 0; give a cap above 0 (" "{$g2, attn_logit_softcapping: 0}"
+expect 1 "model.final_logit_softcapping: 1e+300; give a cap above 0 (" \
+    "{$g2, final_logit_softcapping: 1e300}"
 expect 1 "model.rope_local_base_freq: 0 is not a positive number" "{$g3, rope_local_base_freq: 0}"
 expect 1 "model.num_key_value_heads: 3 must be at least 1 and divide num_attention_heads 4" \
     "{type: gemma, $size, num_key_value_heads: 3}"
@@ -138,8 +142,11 @@ mkdir -p mm.hf
 "$py" - g3.hf/config.json mm.hf/config.json <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
-json.dump({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-           "text_config": t, "vision_config": {"model_type": "siglip_vision_model"}},
+# in the order the real files have: image token keys bora does not read come first
+json.dump({"architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999,
+           "eoi_token_index": 256000, "image_token_index": 262144, "model_type": "gemma3",
+           "mm_tokens_per_image": 256, "text_config": t,
+           "vision_config": {"model_type": "siglip_vision_model"}},
           open(sys.argv[2], "w"))
 PY
 expect 1 "text_config is {" "{$g3}" import mm.hf --out mm.ckpt

@@ -5,6 +5,7 @@
  * gradient_checkpointing. */
 #include "gemma.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -131,7 +132,9 @@ const bora_hf_key gemma_hf_keys_gemma3[] = {
     HF_COPY("sliding_window"),
     HF_COPY("layer_types"),
     HF_COPY("sliding_window_pattern"),
-    {"_sliding_window_pattern", BORA_HF_COPY, 0, "sliding_window_pattern", NULL, NULL, NULL},
+    /* written by transformers beside sliding_window_pattern, from which alone it builds
+     * layer_types */
+    HF_META("_sliding_window_pattern"),
     HF_COPY("rope_local_base_freq"),
     HF_COPY("final_logit_softcapping"),
     HF_COPY("attn_logit_softcapping"),
@@ -151,16 +154,23 @@ const bora_hf_key gemma_hf_keys_gemma3[] = {
 static bora_status read_cap(const bora_host *h, const bora_config *cfg, gemma_kind kind,
                             const char *key, double *out)
 {
-    double def = decoder_key_float(gemma_keys[kind], key);
-    const bora_config *given = h->config_child(h, cfg, key);
-    bora_status st = h->config_float(h, cfg, key, given ? NAN : def, out);
+    double def = decoder_key_float(gemma_keys[kind], key); /* a null default reads as 0 */
+    if (!h->config_child(h, cfg, key)) {
+        *out = isnan(def) ? 0 : def;
+        return BORA_OK;
+    }
+    bora_status st = h->config_float(h, cfg, key, NAN, out); /* null: NaN */
     if (st != BORA_OK)
         return st;
-    if (isnan(*out))
+    if (isnan(*out)) {
         *out = 0;
-    if (!(*out >= 0 && isfinite(*out)))
-        return h->fail(h, BORA_ERR_CONFIG, "model.%s: %g; give a cap above 0, or null for none",
-                       key, *out);
+        return BORA_OK;
+    }
+    /* 0 is not "none" (transformers would divide by it), and c and 1/c must be normal f32 */
+    if (!(*out >= FLT_MIN && *out <= FLT_MAX))
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.%s: %g; give a cap above 0 (%g to %g), or null for none", key, *out,
+                       (double)FLT_MIN, (double)FLT_MAX);
     return BORA_OK;
 }
 
