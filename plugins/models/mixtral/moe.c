@@ -59,7 +59,8 @@ bora_tensor *moe_block(decoder_ctx *c, const mixtral *m, int64_t l, bora_tensor 
     bora_tensor *chosen = NULL;
     bora_tensor *weights = A->top_k(g, probs, "expert", k, "choice", &chosen); /* (token, choice) */
     const char *choice[1] = {"choice"}, *tc[2] = {"token", "choice"};
-    weights = bora_div(g, weights, A->reduce(g, BORA_OP_SUM, weights, 1, choice));
+    bora_tensor *total = A->reduce(g, BORA_OP_SUM, weights, 1, choice); /* (token) */
+    weights = bora_div(g, weights, A->broadcast(g, total, (bora_axis){"choice", k}));
 
     /* rows (token, choice) -> sorted by expert: row t·k + j is token t's j-th expert */
     bora_tensor *keys = chosen ? A->merge(g, chosen, 2, tc, "row") : NULL;
