@@ -2,7 +2,8 @@
 # The mixtral plugin against the independent PyTorch reference (tests/models/mixtral_torch.py,
 # float64), on its three cases of 16 positions: 4 experts, top 2, every expert routed rows, a
 # window of 5, two documents per row and the load-balancing loss; 5 experts, top 2, expert 4
-# routed no row in any layer (an empty group), the load-balancing loss; 3 experts, top 1, without
+# routed no row in any layer (an empty group), the load-balancing loss, bora's recomputation
+# (gradient_checkpointing); 3 experts, top 1, without
 # it. bora's logits, summed loss (load balancing included) and every gradient (routers and
 # experts) must match within the reference's tolerances. On each case bora's KV cache (prefill +
 # decode, the window's layers on ring caches) must give the whole window's logits.

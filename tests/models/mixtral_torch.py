@@ -221,7 +221,8 @@ def compare(d):
 #   load-balancing loss with coefficient 0.1, documents (segment_ids) in the written case.
 # mixtral_empty: 5 experts, top 2, no window, tied head: the routers of experts 0/1 and 2/3 are
 #   opposite (one of each pair has a positive logit for every token) and expert 4's is zero, so
-#   expert 4 gets no row in any layer; coefficient 0.3.
+#   expert 4 gets no row in any layer; coefficient 0.3; bora's gradient_checkpointing on (the
+#   reference ignores that key).
 # mixtral_top1: 3 experts, top 1 (each token's weight renormalises to 1), no load-balancing loss.
 BASE = dict(model_type="mixtral", vocab_size=50, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, hidden_size=32, intermediate_size=24, rms_norm_eps=1e-5)
@@ -230,7 +231,7 @@ CONFIGS = {
                     output_router_logits=True, router_aux_loss_coef=0.1),
     "mixtral_empty": dict(BASE, num_local_experts=5, num_experts_per_tok=2,
                           tie_word_embeddings=True, output_router_logits=True,
-                          router_aux_loss_coef=0.3),
+                          router_aux_loss_coef=0.3, gradient_checkpointing=True),
     "mixtral_top1": dict(BASE, num_local_experts=3, num_experts_per_tok=1,
                          output_router_logits=False),
 }
