@@ -26,6 +26,8 @@ far from bora's, so the match is owed to it.
 usage: /usr/bin/python3 mixtral_torch.py DIR...   each DIR as llama_torch.py's (config.json,
                                                   model.safetensors, inputs.safetensors,
                                                   outputs.safetensors)
+       /usr/bin/python3 mixtral_torch.py --hvp DIR...   the same, and hvp.safetensors in each DIR
+                                                  (bora's H·v against the double backward)
        /usr/bin/python3 mixtral_torch.py --write-case NAME DIR
                                                   writes one of the self-check's configurations
                                                   (mixtral, mixtral_empty, mixtral_top1; all:
@@ -194,7 +196,7 @@ def routed_counts(c, routers):
 
 
 # ---- against bora --------------------------------------------------------------------------------
-def compare(d):
+def compare(d, hvp=False):
     print(f"{d}:")
     c, params, ids, targets, seg, ours = lt.read_case(d, load_config, check_params)
     logits, routers = forward_routed(params, c, ids, seg)
@@ -203,7 +205,7 @@ def compare(d):
     loss = total_loss(c, logits, routers, targets)
     for t in params.values():  # an expert no token reaches has a zero gradient, not none
         t.grad = torch.zeros_like(t)
-    ok = lt.check_outputs(d, params, logits, loss, ours, False)
+    ok = lt.check_outputs(d, params, logits, loss, ours, hvp)
     if c["output_router_logits"]:  # the load-balancing loss must be what makes the match
         bare = total_loss(c, logits, routers, targets, aux=False).item()
         rel = abs(bare - ours["loss_sum"].item()) / abs(bare)
@@ -217,23 +219,28 @@ def compare(d):
 # ---- checks of the reference itself --------------------------------------------------------------
 # The three configurations bora is compared on, tiny: two layers, batch 2, 16 positions,
 # vocabulary 50, heads 4 over 2 kv heads, seeds fixed.
-# mixtral: 4 experts, top 2, a window of 5, every expert routed rows in every layer, the
-#   load-balancing loss with coefficient 0.1, documents (segment_ids) in the written case.
+# mixtral: 4 experts, top 2, a window of 5, every expert routed rows in every layer, documents
+#   (segment_ids) in the written case, no load-balancing loss.
 # mixtral_empty: 5 experts, top 2, no window, tied head: the routers of experts 0/1 and 2/3 are
 #   opposite (one of each pair has a positive logit for every token) and expert 4's is zero, so
 #   expert 4 gets no row in any layer; coefficient 0.3; bora's gradient_checkpointing on (the
 #   reference ignores that key).
-# mixtral_top1: 3 experts, top 1 (each token's weight renormalises to 1), no load-balancing loss.
+# mixtral_top1: 3 experts, top 1 (each token's weight renormalises to 1), so the routers'
+#   gradient is the load-balancing loss's alone (coefficient 0.2).
+# Without the load-balancing loss a router row gets a gradient only through the chosen experts'
+# renormalised weights: zero with top 1, and zero for an expert no token chooses (its
+# probability cancels in the renormalisation), which the comparison could only match as noise
+# against noise; so the two cases with such rows have it.
 BASE = dict(model_type="mixtral", vocab_size=50, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, hidden_size=32, intermediate_size=24, rms_norm_eps=1e-5)
 CONFIGS = {
     "mixtral": dict(BASE, num_local_experts=4, num_experts_per_tok=2, sliding_window=5,
-                    output_router_logits=True, router_aux_loss_coef=0.1),
+                    output_router_logits=False),
     "mixtral_empty": dict(BASE, num_local_experts=5, num_experts_per_tok=2,
                           tie_word_embeddings=True, output_router_logits=True,
                           router_aux_loss_coef=0.3, gradient_checkpointing=True),
     "mixtral_top1": dict(BASE, num_local_experts=3, num_experts_per_tok=1,
-                         output_router_logits=False),
+                         output_router_logits=True, router_aux_loss_coef=0.2),
 }
 SEEDS = dict(mixtral=0, mixtral_empty=2, mixtral_top1=1)  # seeds whose routing passes (e)
 B, T = 2, 16
@@ -405,7 +412,7 @@ def self_check():
 if __name__ == "__main__":
     args = sys.argv[1:]
     if not args or (args[0] == "--write-case" and len(args) != 3) or (
-            args[0] == "--self-check" and len(args) != 1):
+            args[0] == "--self-check" and len(args) != 1) or args == ["--hvp"]:
         print("usage: " + __doc__.split("usage: ")[1])
         sys.exit(2)
     try:
@@ -413,6 +420,8 @@ if __name__ == "__main__":
             sys.exit(write_case(args[1], args[2]))
         if args[0] == "--self-check":
             sys.exit(self_check())
+        if args[0] == "--hvp":
+            sys.exit(max(compare(d, hvp=True) for d in args[1:]))
         sys.exit(max(compare(d) for d in args))
     except (InputError, OSError, KeyError, ValueError) as e:
         print(f"mixtral_torch: {e}")
