@@ -1,8 +1,9 @@
 #!/bin/sh
 # Mixtral's configuration as a user meets it (bora graph and bora train): each bad key is refused
 # naming it and what would be right; MixtralConfig's own spellings (null head_dim and window) are
-# taken and bora graph shows each expert's parameters; training runs with the load-balancing
-# loss, and gradient_checkpointing gives bitwise the losses of a run without it; export writes
+# taken and bora graph counts each expert's parameters; training runs with the load-balancing
+# loss, gradient_checkpointing and 2 threads give bitwise the losses of a plain run, and
+# trainer.mp c=bf16 trains (the grouped products in bf16); export writes
 # config.json with MixtralConfig's keys and each expert's weights under its Hugging Face name.
 # usage: test_mixtral_config.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
@@ -43,15 +44,22 @@ expect 1 "unknown key 'mlp_bias' in model (mixtral)" "{$size, mlp_bias: false}"
 # matrices, and the embedding, final norm and head: 41
 expect 0 "parameters: 41 tensors" "{$size, num_local_experts: 4, head_dim: null, sliding_window: null}"
 # training with the load-balancing loss; gradient checkpointing: the same losses, bitwise
+# run ID CHECKPOINTING [ARGS]: trains 3 steps with the load-balancing loss into ID.jsonl
 run() {
-    expect 0 "trained 3 steps" "{$size, num_local_experts: 4, output_router_logits: true, router_aux_loss_coef: 0.05, gradient_checkpointing: $1}" \
-        train run.yaml --trainer.id=ck-$1 "--trainer.tracker={type: jsonl, path: $work/ck-$1.jsonl}"
+    id=$1 ck=$2
+    shift 2
+    expect 0 "trained 3 steps" "{$size, num_local_experts: 4, output_router_logits: true, router_aux_loss_coef: 0.05, gradient_checkpointing: $ck}" \
+        train run.yaml --trainer.id=$id "--trainer.tracker={type: jsonl, path: $work/$id.jsonl}" "$@"
 }
-run false
-run true
-a=$(sed -n 's/.*"train\/loss": *\([-0-9.e]*\).*/\1/p' ck-false.jsonl)
-b=$(sed -n 's/.*"train\/loss": *\([-0-9.e]*\).*/\1/p' ck-true.jsonl)
+losses() { sed -n 's/.*"train\/loss": *\([-0-9.e]*\).*/\1/p' "$1.jsonl"; }
+run ck-false false
+run ck-true true
+run threads-2 false --trainer.num_threads=2
+run bf16 false --trainer.mp=p=f32,c=bf16
+a=$(losses ck-false) b=$(losses ck-true) c=$(losses threads-2) d=$(losses bf16)
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "gradient_checkpointing changed the losses: '$a' against '$b'"
+[ "$a" = "$c" ] || fail "2 threads changed the losses: '$a' against '$c'"
+[ "$(echo "$d" | wc -l)" = 3 ] && [ "$d" != "$a" ] || fail "c=bf16: losses '$d' (f32: '$a')"
 # export: config.json with MixtralConfig's keys, each expert under Hugging Face's name
 "$bora" --plugin-dir "$plugins" export --checkpoint ckpt/ck-true/step-3 --out hf > export.log 2>&1 ||
     fail "export: $(cat export.log)"
@@ -62,5 +70,5 @@ for key in '"architectures": \[ *"MixtralForCausalLM"' '"num_local_experts": 4,'
 done
 grep -q "model.layers.1.block_sparse_moe.experts.3.w2.weight" hf/model.safetensors ||
     fail "export: no model.layers.1.block_sparse_moe.experts.3.w2.weight in model.safetensors"
-[ $fails = 0 ] && echo "mixtral config: refusals name the key; config.json's spellings taken; checkpointing bitwise; export"
+[ $fails = 0 ] && echo "mixtral config: refusals name the key; config.json's spellings taken; checkpointing and threads bitwise; bf16; export"
 exit $((fails > 0))
