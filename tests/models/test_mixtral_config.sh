@@ -4,7 +4,8 @@
 # taken and bora graph counts each expert's parameters; training runs with the load-balancing
 # loss, gradient_checkpointing and 2 threads give bitwise the losses of a plain run, and
 # trainer.mp c=bf16 trains (the grouped products in bf16); export writes
-# config.json with MixtralConfig's keys and each expert's weights under its Hugging Face name.
+# config.json with MixtralConfig's keys and each expert's weights under its Hugging Face name,
+# and import reads that folder back.
 # usage: test_mixtral_config.sh BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR
 set -u
 bora=$1 plugins=$2 tok=$3 text=$4 work=$5
@@ -70,5 +71,12 @@ for key in '"architectures": \[ *"MixtralForCausalLM"' '"num_local_experts": 4,'
 done
 grep -q "model.layers.1.block_sparse_moe.experts.3.w2.weight" hf/model.safetensors ||
     fail "export: no model.layers.1.block_sparse_moe.experts.3.w2.weight in model.safetensors"
-[ $fails = 0 ] && echo "mixtral config: refusals name the key; config.json's spellings taken; checkpointing and threads bitwise; bf16; export"
+# and import reads the folder back: the same type, keys and tensors
+out=$("$bora" --plugin-dir "$plugins" import hf --out imported 2>&1)
+case $out in *"imported hf (model mixtral, 41440 parameters in 41 tensors)"*) ;;
+*) fail "import: $out" ;; esac
+out=$("$bora" --plugin-dir "$plugins" import hf --print-config 2>&1)
+case $out in *'"type":"mixtral"'*'"num_local_experts":4,"num_experts_per_tok":2,"output_router_logits":true,"router_aux_loss_coef":0.05'*) ;;
+*) fail "import --print-config: $out" ;; esac
+[ $fails = 0 ] && echo "mixtral config: refusals name the key; config.json's spellings taken; checkpointing and threads bitwise; bf16; export and import"
 exit $((fails > 0))
