@@ -50,7 +50,7 @@ run() {
     id=$1 ck=$2
     shift 2
     expect 0 "trained 3 steps" "{$size, num_local_experts: 4, output_router_logits: true, router_aux_loss_coef: 0.05, gradient_checkpointing: $ck}" \
-        train run.yaml --trainer.id=$id "--trainer.tracker={type: jsonl, path: $work/$id.jsonl}" "$@"
+        train run.yaml --trainer.id="$id" "--trainer.tracker={type: jsonl, path: $work/$id.jsonl}" "$@"
 }
 losses() { sed -n 's/.*"train\/loss": *\([-0-9.e]*\).*/\1/p' "$1.jsonl"; }
 run ck-false false
