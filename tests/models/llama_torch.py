@@ -389,9 +389,13 @@ def check_hvp(d, params, loss):
         for what in ("tangent.", "hvp."):
             if what + name not in hv:
                 raise InputError(f"{d}/hvp.safetensors: tensor {what + name} is missing")
-    grads = torch.autograd.grad(loss, [params[k] for k in names], create_graph=True)
-    want = torch.autograd.grad(grads, [params[k] for k in names],
-                               grad_outputs=[hv["tangent." + k].double() for k in names])
+    # a parameter the loss does not reach (an expert no token was routed to) has H·v zero
+    leaves = [params[k] for k in names]
+    grads = torch.autograd.grad(loss, leaves, create_graph=True, allow_unused=True)
+    used = [(k, g) for k, g in zip(names, grads) if g is not None and g.requires_grad]
+    want = torch.autograd.grad([g for _, g in used], leaves, allow_unused=True,
+                               grad_outputs=[hv["tangent." + k].double() for k, _ in used])
+    want = [torch.zeros_like(t) if w is None else w for t, w in zip(leaves, want)]
     ok, worst = True, 0.0
     for name, w in zip(names, want):
         scale = max(w.abs().max().item(), 1e-12)

@@ -115,13 +115,28 @@ bora_tensor *decoder_gated_mlp(decoder_ctx *c, const decoder_dims *d, int64_t l,
 
 bora_status decoder_output(decoder_ctx *c, bora_tensor *logits, bora_tensor **out)
 {
+    return decoder_output_plus(c, logits, NULL, out);
+}
+
+bora_status decoder_output_plus(decoder_ctx *c, bora_tensor *logits, bora_tensor *per_target,
+                                bora_tensor **out)
+{
     bora_graph *g = c->g;
+    const bora_graph_api *A = c->A;
     if (c->mode != BORA_MODE_TRAIN) {
-        *out = c->A->name(g, logits, "logits");
+        *out = A->name(g, logits, "logits");
         return bora_graph_status(g);
     }
     bora_tensor *targets = bora_input(g, "targets", BORA_DTYPE_I32, 2, c->io);
-    *out = c->A->name(g, c->A->cross_entropy(g, logits, targets, "vocab", NULL), "loss_sum");
+    bora_tensor *loss = A->cross_entropy(g, logits, targets, "vocab", NULL);
+    if (per_target) { /* the targets cross_entropy counts: those not -100 */
+        bora_tensor *t = A->cast(g, targets, BORA_DTYPE_F32);
+        bora_tensor *counted = bora_not_equal(g, t, bora_scalar_like(g, t, -100.0));
+        const char *io[2] = {"batch", "position"};
+        counted = A->reduce(g, BORA_OP_SUM, counted, 2, io);
+        loss = bora_add(g, loss, bora_mul(g, counted, per_target));
+    }
+    *out = A->name(g, loss, "loss_sum");
     return bora_graph_status(g);
 }
 

@@ -95,6 +95,11 @@ bora_tensor *decoder_gated_mlp(decoder_ctx *c, const decoder_dims *d, int64_t l,
 /* The mode's result from the logits (batch, position, vocab): the summed cross-entropy against
  * targets in train, else the logits themselves. */
 bora_status decoder_output(decoder_ctx *c, bora_tensor *logits, bora_tensor **out);
+/* decoder_output, where train adds per_target (0-d f32, or NULL) once per counted target (not
+ * -100) to the summed cross-entropy: a term the host's mean over the targets makes per_target
+ * itself (Mixtral's load-balancing loss). */
+bora_status decoder_output_plus(decoder_ctx *c, bora_tensor *logits, bora_tensor *per_target,
+                                bora_tensor **out);
 
 /* An f32 parameter. */
 bora_tensor *decoder_param(decoder_ctx *c, const char *name, int n, const bora_axis *axes,
