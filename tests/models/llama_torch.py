@@ -718,11 +718,13 @@ def self_check():
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
+def main(prog, doc, write_case, self_check, compare):
+    """The command line the reference scripts share: --write-case NAME DIR, --self-check,
+    --hvp CASE..., or CASE... to compare; errors print as 'prog: message' and exit 1."""
     args = sys.argv[1:]
     if not args or (args[0] == "--write-case" and len(args) != 3) or (
             args[0] == "--self-check" and len(args) != 1) or args == ["--hvp"]:
-        print("usage: " + __doc__.split("usage: ")[1])
+        print("usage: " + doc.split("usage: ")[1])
         sys.exit(2)
     try:
         if args[0] == "--write-case":
@@ -733,5 +735,9 @@ if __name__ == "__main__":
             sys.exit(max(compare(d, hvp=True) for d in args[1:]))
         sys.exit(max(compare(d) for d in args))
     except (InputError, OSError, KeyError, ValueError) as e:
-        print(f"llama_torch: {e}")
+        print(f"{prog}: {e}")
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    main("llama_torch", __doc__, write_case, self_check, compare)

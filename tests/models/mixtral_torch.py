@@ -410,19 +410,4 @@ def self_check():
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if not args or (args[0] == "--write-case" and len(args) != 3) or (
-            args[0] == "--self-check" and len(args) != 1) or args == ["--hvp"]:
-        print("usage: " + __doc__.split("usage: ")[1])
-        sys.exit(2)
-    try:
-        if args[0] == "--write-case":
-            sys.exit(write_case(args[1], args[2]))
-        if args[0] == "--self-check":
-            sys.exit(self_check())
-        if args[0] == "--hvp":
-            sys.exit(max(compare(d, hvp=True) for d in args[1:]))
-        sys.exit(max(compare(d) for d in args))
-    except (InputError, OSError, KeyError, ValueError) as e:
-        print(f"mixtral_torch: {e}")
-        sys.exit(1)
+    lt.main("mixtral_torch", __doc__, write_case, self_check, compare)
