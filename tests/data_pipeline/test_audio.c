@@ -2,7 +2,7 @@
  * the log-mel features of a clip equal Hugging Face's WhisperFeatureExtractor (a golden file
  * from transformers.js, and a float64 PyTorch script for 128 mels and other windows); the
  * samples read from WAV equal int16 / 32768 exactly; FLAC, 16 kHz stereo and 44.1 kHz stereo
- * copies made by sox read back as sox converts them; truncated, empty and non-audio files and
+ * copies made by sox read back as sox converts them; channels average to their mean; truncated, empty and non-audio files and
  * clips longer than the window are refused with the file named; the features are the same bits
  * from four threads at once; `bora mel` prints and writes them.
  *
@@ -19,9 +19,9 @@ static const char *data_dir, *work_dir, *python, *ref_script, *bora;
 
 static const char *at(const char *dir, const char *name)
 {
-    static char buf[4][1200];
+    static char buf[8][1200];
     static int k;
-    k = (k + 1) % 4;
+    k = (k + 1) % 8;
     snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
     return buf[k];
 }
@@ -176,8 +176,9 @@ static void conversions(void)
     const char *flac = at(work_dir, "hello.flac"), *st16 = at(work_dir, "st16.wav");
     const char *st44 = at(work_dir, "st44.wav");
     char cmd[4096], *out;
-    snprintf(cmd, sizeof cmd, "sox '%s' '%s' && sox '%s' -c 2 '%s' && sox '%s' -r 44100 -c 2 '%s'",
-             wav, flac, wav, st16, wav, st44);
+    snprintf(cmd, sizeof cmd,
+             "sox '%s' '%s' && sox '%s' -c 2 '%s' && sox '%s' -r 44100 -c 2 '%s' && sox '%s' '%s'",
+             wav, flac, wav, st16, wav, st44, wav, at(work_dir, "hello.ogg"));
     int rc = test_run(cmd, &out);
     if (rc)
         fprintf(stderr, "%s\n", out);
@@ -249,6 +250,62 @@ static void refused(const char *path, bora_status st, const char *const *needles
         CHECK_CONTAINS(msg, *needles);
 }
 
+/* A 16-bit PCM WAV of ch interleaved channels, written here byte by byte. */
+static void write_wav16(const char *path, const int16_t *pcm, size_t frames, int ch, int rate)
+{
+    uint32_t data = (uint32_t)(frames * (size_t)ch * 2);
+    unsigned char h[44];
+    const uint32_t v32[] = {36 + data, 16, (uint32_t)rate, (uint32_t)(rate * ch * 2), data};
+    memcpy(h, "RIFF", 4), memcpy(h + 8, "WAVEfmt ", 8), memcpy(h + 36, "data", 4);
+    const int at32[] = {4, 16, 24, 28, 40};
+    for (int k = 0; k < 5; k++)
+        for (int b = 0; b < 4; b++)
+            h[at32[k] + b] = (unsigned char)(v32[k] >> (8 * b));
+    const uint16_t v16[] = {1, (uint16_t)ch, (uint16_t)(ch * 2), 16};
+    const int at16[] = {20, 22, 32, 34};
+    for (int k = 0; k < 4; k++)
+        h[at16[k]] = (unsigned char)v16[k], h[at16[k] + 1] = (unsigned char)(v16[k] >> 8);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(h, 1, 44, f);
+        for (size_t i = 0; i < frames * (size_t)ch; i++) {
+            unsigned char le[2] = {(unsigned char)pcm[i], (unsigned char)((uint16_t)pcm[i] >> 8)};
+            fwrite(le, 1, 2, f);
+        }
+        fclose(f);
+    }
+}
+
+/* Three different channels average to their mean, computed here from the int16 values. */
+static void channels(void)
+{
+    size_t len;
+    unsigned char *wav = slurp(at(data_dir, "hello16k.wav"), &len);
+    CHECK(wav && len == 44 + 2 * 51278);
+    if (!wav || len != 44 + 2 * 51278)
+        return;
+    size_t n = 51278;
+    int16_t *pcm = malloc(3 * n * sizeof *pcm);
+    for (size_t i = 0; i < n; i++) {
+        int16_t a = (int16_t)(wav[44 + 2 * i] | wav[45 + 2 * i] << 8);
+        int16_t b = (int16_t)(wav[44 + 2 * (n - 1 - i)] | wav[45 + 2 * (n - 1 - i)] << 8);
+        pcm[3 * i] = a, pcm[3 * i + 1] = b, pcm[3 * i + 2] = (int16_t)(i % 2 ? 12345 : -32768);
+    }
+    write_wav16(at(work_dir, "three.wav"), pcm, n, 3, 16000);
+    float *x;
+    int64_t nx;
+    bora_audio_info info;
+    CHECK(bora_audio_read(at(work_dir, "three.wav"), &x, &nx, &info) == BORA_OK);
+    CHECK(info.channels == 3 && nx == (int64_t)n);
+    int exact = x && nx == (int64_t)n;
+    for (size_t i = 0; exact && i < n; i++) {
+        double mean = ((double)pcm[3 * i] + pcm[3 * i + 1] + pcm[3 * i + 2]) / 32768.0 / 3.0;
+        exact &= x[i] == (float)mean;
+    }
+    CHECK(exact);
+    free(x), free(pcm), free(wav);
+}
+
 /* (c) Bad files and clips that do not fit. */
 static void bad_inputs(void)
 {
@@ -267,9 +324,19 @@ static void bad_inputs(void)
     size_t flen;
     unsigned char *flac = slurp(at(work_dir, "hello.flac"), &flen);
     CHECK(flac != NULL);
-    if (flac)
+    if (flac) {
         write_bytes(at(work_dir, "cut.flac"), flac, flen / 2);
+        for (size_t i = flen / 3; i < flen / 3 + 40; i++)
+            flac[i] ^= 0x5a;
+        write_bytes(at(work_dir, "corrupt.flac"), flac, flen);
+    }
     free(flac);
+    size_t olen;
+    unsigned char *ogg = slurp(at(work_dir, "hello.ogg"), &olen);
+    CHECK(ogg != NULL);
+    if (ogg)
+        write_bytes(at(work_dir, "cut.ogg"), ogg, olen / 2);
+    free(ogg);
 
     refused(at(work_dir, "cut_data.wav"), BORA_ERR_IO,
             (const char *[]){"truncated WAV", "102556 bytes", "59956", NULL});
@@ -277,7 +344,11 @@ static void bad_inputs(void)
     refused(at(work_dir, "text.wav"), BORA_ERR_IO,
             (const char *[]){"not readable as audio", "ormat", NULL});
     refused(at(work_dir, "empty.wav"), BORA_ERR_INVALID, (const char *[]){"empty file", NULL});
-    refused(at(work_dir, "cut.flac"), BORA_ERR_IO, (const char *[]){"frames", NULL});
+    refused(at(work_dir, "cut.flac"), BORA_ERR_IO,
+            (const char *[]){"of the 51278 frames its header announces", NULL});
+    refused(at(work_dir, "corrupt.flac"), BORA_ERR_IO, (const char *[]){"corrupt", NULL});
+    refused(at(work_dir, "cut.ogg"), BORA_ERR_IO,
+            (const char *[]){"truncated Ogg stream (no end-of-stream page)", NULL});
     refused(at(work_dir, "missing.wav"), BORA_ERR_IO, (const char *[]){NULL});
     /* A header with a data chunk of 0 bytes: a clip of no samples. */
     unsigned char hdr[44];
@@ -414,6 +485,7 @@ int main(int argc, char **argv)
     reference(80, 64000); /* 4 s: padded, 400 frames */
     reference(80, 32000); /* 2 s: cut */
     conversions();
+    channels();
     bad_inputs();
     threads();
     cli();

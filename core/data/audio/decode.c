@@ -133,16 +133,20 @@ static bora_status read_mono(SNDFILE *sf, const SF_INFO *fi, const char *name, f
     }
     free(buf);
     bora_status st = BORA_OK;
-    if (sf_error(sf))
+    /* libsndfile may stop early with or without an error of its own (a FLAC that lost sync):
+     * a length it announced and did not deliver is an error either way. */
+    int failed = sf_error(sf) != SF_ERR_NO_ERROR;
+    const char *why = failed ? sf_strerror(sf) : "the stream ended early";
+    if (known && (failed || (sf_count_t)len != fi->frames))
         st = bora_error_set(BORA_ERR_IO,
-                            "%s: %s after %zu of %lld frames (a truncated or "
-                            "corrupt file?)",
-                            name, sf_strerror(sf), len, (long long)fi->frames);
-    else if (known && (sf_count_t)len != fi->frames)
+                            "%s: %zu of the %lld frames its header announces could "
+                            "be decoded: %s (a truncated or corrupt file?)",
+                            name, len, (long long)fi->frames, why);
+    else if (failed)
         st = bora_error_set(BORA_ERR_IO,
-                            "%s: truncated: its header says %lld frames, %zu could "
-                            "be read",
-                            name, (long long)fi->frames, len);
+                            "%s: decoding failed after %zu frames: %s (a truncated "
+                            "or corrupt file?)",
+                            name, len, why);
     else if (len == 0)
         st = bora_error_set(BORA_ERR_INVALID, "%s: no samples (an empty clip)", name);
     if (st != BORA_OK) {
