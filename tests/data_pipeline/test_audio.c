@@ -2,9 +2,10 @@
  * the log-mel features of a clip equal Hugging Face's WhisperFeatureExtractor (a golden file
  * from transformers.js, and a float64 PyTorch script for 128 mels and other windows); the
  * samples read from WAV equal int16 / 32768 exactly; FLAC, 16 kHz stereo and 44.1 kHz stereo
- * copies made by sox read back as sox converts them; channels average to their mean; truncated, empty and non-audio files and
- * clips longer than the window are refused with the file named; the features are the same bits
- * from four threads at once; `bora mel` prints and writes them.
+ * copies made by sox read back as sox converts them; channels average to their mean;
+ * truncated, corrupt, empty and non-audio files, samples that are not finite and clips longer
+ * than the window are refused with the file named; four threads on four clips get the bits
+ * one thread gets; `bora mel` prints and writes the features.
  *
  * usage: test_audio DATA_DIR WORK_DIR PYTHON REF_SCRIPT BORA */
 #include "../test.h"
@@ -350,6 +351,12 @@ static void bad_inputs(void)
     refused(at(work_dir, "cut.ogg"), BORA_ERR_IO,
             (const char *[]){"truncated Ogg stream (no end-of-stream page)", NULL});
     refused(at(work_dir, "missing.wav"), BORA_ERR_IO, (const char *[]){NULL});
+    /* A sample rate or channel count of zero. */
+    const int16_t pcm[4] = {1, 2, 3, 4};
+    write_wav16(at(work_dir, "rate0.wav"), pcm, 4, 1, 0);
+    refused(at(work_dir, "rate0.wav"), BORA_ERR_IO, (const char *[]){"not readable", NULL});
+    write_wav16(at(work_dir, "channels0.wav"), pcm, 4, 0, 16000);
+    refused(at(work_dir, "channels0.wav"), BORA_ERR_IO, (const char *[]){"not readable", NULL});
     /* A header with a data chunk of 0 bytes: a clip of no samples. */
     unsigned char hdr[44];
     unsigned char *w = slurp(at(work_dir, "header_only.wav"), &len);
@@ -377,6 +384,9 @@ static void bad_inputs(void)
     CHECK(!memcmp(a, b, 80 * 100 * sizeof *a));
     CHECK(bora_mel_compute(cutting, x, 0, "clip.wav", a, &cut) == BORA_ERR_INVALID);
     CHECK_CONTAINS(bora_error_get(), "clip.wav: no samples");
+    x[8000] = NAN;
+    CHECK(bora_mel_compute(cutting, x, n, "clip.wav", a, &cut) == BORA_ERR_INVALID);
+    CHECK_CONTAINS(bora_error_get(), "clip.wav: sample 8000 (at 0.500 s) is nan");
     free(a), free(b), free(x);
     bora_mel_free(strict);
     bora_mel_free(cutting);

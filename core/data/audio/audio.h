@@ -74,7 +74,8 @@ size_t bora_mel_size(const bora_mel *m);
 
 /* Features (n_mels, frames), row-major, of n 16 kHz mono samples. A clip longer than the
  * window is BORA_ERR_UNSUPPORTED naming both lengths, unless opts.cut_long (then *cut = 1);
- * an empty one BORA_ERR_INVALID. name is for messages. cut may be NULL. */
+ * an empty one, or one holding a NaN or infinity, BORA_ERR_INVALID. name is for messages;
+ * cut may be NULL. */
 bora_status bora_mel_compute(const bora_mel *m, const float *samples, int64_t n, const char *name,
                              float *out, int *cut);
 /* File bytes to features: bora_audio_decode then bora_mel_compute. info may be NULL. */

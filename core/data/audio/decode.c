@@ -99,10 +99,8 @@ static bora_status read_mono(SNDFILE *sf, const SF_INFO *fi, const char *name, f
                               name);
     if (known && fi->frames <= 0)
         return bora_error_set(BORA_ERR_INVALID, "%s: no samples (an empty clip)", name);
-    size_t cap = known ? (size_t)fi->frames : 1 << 16, len = 0;
-    if (known && (uint64_t)fi->frames > SIZE_MAX / sizeof(float))
-        return bora_error_set(BORA_ERR_NOMEM, "%s: %lld frames do not fit in memory", name,
-                              (long long)fi->frames);
+    /* A header's count is a claim, not a promise: start at most 4 Mi frames and grow. */
+    size_t cap = known && fi->frames < (1 << 22) ? (size_t)fi->frames : 1 << 22, len = 0;
     float *out = malloc(cap * sizeof *out);
     enum { CHUNK = 4096 };
     float *buf = malloc((size_t)CHUNK * (size_t)ch * sizeof *buf);

@@ -172,6 +172,12 @@ bora_status bora_mel_compute(const bora_mel *m, const float *x, int64_t n, const
         if (cut)
             *cut = 1;
     }
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "%s: sample %lld (at %.3f s) is %g, not a "
+                                  "finite number",
+                                  name, (long long)i, (double)i / BORA_AUDIO_RATE, (double)x[i]);
     int nm = m->o.n_mels;
     int64_t frames = m->frames;
     double *in = fftw_malloc(N_FFT * sizeof *in);
