@@ -170,7 +170,7 @@ static bora_status resample(float **x, int64_t *n, int rate, const char *name)
         return bora_error_set(BORA_ERR_NOMEM, "%s: out of memory resampling", name);
     soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
     soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0);
-    soxr_runtime_spec_t rt = soxr_runtime_spec(1); /* one thread: the same bits everywhere */
+    soxr_runtime_spec_t rt = soxr_runtime_spec(1); /* the same bits at any thread count */
     soxr_error_t err = soxr_oneshot(rate, BORA_AUDIO_RATE, 1, *x, (size_t)*n, NULL, out, olen,
                                     &done, &io, &q, &rt);
     if (err) {
