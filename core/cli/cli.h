@@ -39,6 +39,7 @@ int bora_cmd_import(const bora_cli *cli);
 int bora_cmd_dashboard(const bora_cli *cli);
 int bora_cmd_viz_logprobs(const bora_cli *cli);
 int bora_cmd_wandb(const bora_cli *cli);
+int bora_cmd_mel(const bora_cli *cli);
 
 /* Print declared keys as an aligned table, one per line. */
 void bora_cli_print_keys(FILE *out, const bora_key *keys, const char *indent);

@@ -143,6 +143,19 @@ static const command commands[] = {
      "\n"
      "  --special   add the special tokens of the tokenizer's template (a BOS)\n"
      "  --decode    read JSON arrays of ids instead, and write their text\n"},
+    {"mel", bora_cmd_mel, "a clip's Whisper log-mel features: shape, range, raw f32",
+     "bora mel FILE [--n-mels 80] [--seconds 30 | --n-samples N] [--cut] [--out F.bin]\n"
+     "\n"
+     "Decodes FILE (a path or http(s) URL; WAV, FLAC, Ogg/Vorbis, whatever libsndfile reads) to\n"
+     "16 kHz mono, as training will, and computes the log-mel features Hugging Face's\n"
+     "WhisperFeatureExtractor gives: prints the clip's rate, channels and length, then the\n"
+     "features' shape and range.\n"
+     "\n"
+     "  --n-mels N      mel bins (80; 128 for Whisper large-v3)\n"
+     "  --seconds S     the window, zero-padded to (30; 3,000 frames)\n"
+     "  --n-samples N   the window in 16 kHz samples instead (480000)\n"
+     "  --cut           cut a clip longer than the window (else it is refused)\n"
+     "  --out F.bin     write the features: (n_mels, frames) float32, row-major, native order\n"},
     {"runs", bora_cmd_runs, "list, show and compare recorded runs",
      "bora runs [--db PATH] [show ID | compare ID ID]\n"
      "\n"
