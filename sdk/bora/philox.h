@@ -55,7 +55,7 @@ BORA_PHILOX_FN void bora_philox4x32(uint32_t ctr[4], const uint32_t key_in[2])
 /* A uniform double in [0, 1) with 53 random bits, from the first two words of the block that
  * key (seed) and the counter words give. */
 BORA_PHILOX_FN double bora_philox_uniform(uint64_t seed, uint32_t c0, uint32_t c1, uint32_t c2,
-                                         uint32_t c3)
+                                          uint32_t c3)
 {
     uint32_t ctr[4] = {c0, c1, c2, c3}, key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     bora_philox4x32(ctr, key);
