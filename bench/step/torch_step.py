@@ -209,11 +209,11 @@ class Llama(nn.Module):
             self.lm_head.weight
 
     def logits(self, ids):
-        T = ids.shape[1]
-        freqs = torch.outer(torch.arange(T).float(), self.inv_freq)
+        T, dev = ids.shape[1], ids.device  # the rotary tables and the mask where ids are
+        freqs = torch.outer(torch.arange(T, device=dev).float(), self.inv_freq.to(dev))
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos(), emb.sin()
-        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=dev))
         x = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask)

@@ -29,8 +29,15 @@
 extern "C" {
 #endif
 
+/* Under nvcc the same functions compile for the device too (the CUDA backend's sample kernel). */
+#ifdef __CUDACC__
+#define BORA_PHILOX_FN static inline __host__ __device__
+#else
+#define BORA_PHILOX_FN static inline
+#endif
+
 /* Ten rounds over ctr in place, under key. */
-static inline void bora_philox4x32(uint32_t ctr[4], const uint32_t key_in[2])
+BORA_PHILOX_FN void bora_philox4x32(uint32_t ctr[4], const uint32_t key_in[2])
 {
     uint32_t key[2] = {key_in[0], key_in[1]};
     for (int round = 0; round < 10; round++) {
@@ -47,8 +54,8 @@ static inline void bora_philox4x32(uint32_t ctr[4], const uint32_t key_in[2])
 
 /* A uniform double in [0, 1) with 53 random bits, from the first two words of the block that
  * key (seed) and the counter words give. */
-static inline double bora_philox_uniform(uint64_t seed, uint32_t c0, uint32_t c1, uint32_t c2,
-                                         uint32_t c3)
+BORA_PHILOX_FN double bora_philox_uniform(uint64_t seed, uint32_t c0, uint32_t c1, uint32_t c2,
+                                          uint32_t c3)
 {
     uint32_t ctr[4] = {c0, c1, c2, c3}, key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     bora_philox4x32(ctr, key);

@@ -1,4 +1,4 @@
-/* tests/graph/test_moe_ops.c — the mixture-of-experts ops (ABI 1.13) on the CPU backend, against
+/* tests/graph/test_moe_ops.c — the mixture-of-experts ops (ABI 1.13) on a backend, against
  * plain loops written here: top_k (ties, NaN, -0 and +0, k equal to the axis, an axis not last,
  * a 1-d x), argsort and bincount of routing keys and the permutation's round trip through
  * embedding, grouped_matmul in f64 and f32 (empty groups, one group taking every row, rows past
@@ -6,15 +6,41 @@
  * trainer.mp c=bf16 (forward and gradients, against the bf16 sums); gradients of grouped_matmul
  * and of a whole routed layer (softmax, top_k, the gathers and scatter-adds, the grouped
  * product, the weighted sum) against central differences in f64; 1 and 2 threads giving the
- * same bits in f32; bad sizes and bad builds refused with their messages.
+ * same bits in f32; bad sizes and bad builds refused with their messages; sizes a GPU splits
+ * among many blocks (top_k over 300 entries, argsort and bincount of 200,000 keys, a grouped
+ * product of 650 rows against plain loops).
  *
- * usage: test_moe_ops PLUGIN_DIR */
+ * With a backend named (cuda) every case runs on it instead (parameters and gradients are read
+ * and written through the backend's copies); exits 77 (skipped) when the backend reports no
+ * usable device here (no GPU).
+ *
+ * usage: test_moe_ops PLUGIN_DIR [BACKEND] */
 #include "../test.h"
 #include "rig.h"
 
 #include <math.h>
 
 static const char *plugin_dir;
+static const char *backend_name = "cpu";
+
+/* The rig on the backend under test (num_threads: the CPU backend's key); exits on failure. */
+static void open_rig(rig *r, int num_threads, uint64_t seed)
+{
+    if (rig_try_open_on(r, plugin_dir, backend_name, num_threads, seed) != BORA_OK) {
+        fprintf(stderr, "rig: %s\n", bora_error_get());
+        exit(1);
+    }
+}
+
+/* A parameter's values (grad: its gradient's), n bytes copied out of the backend into dst. */
+static void copy_out(rig *r, int grad, const char *name, void *dst, size_t n)
+{
+    if (rig_copy(r, grad, name, 0, dst, n, 1) != BORA_OK) {
+        fprintf(stderr, "copy of %s%s failed: %s\n", grad ? "d " : "", name, bora_error_get());
+        test_failures++;
+        memset(dst, 0, n);
+    }
+}
 
 #define AX(n, s) ((bora_axis){(n), (s)})
 
@@ -66,7 +92,7 @@ static void check_top_k(void)
             int k = ks[ki];
             for (int want_idx = 0; want_idx < 2; want_idx++) {
                 rig r;
-                rig_open(&r, plugin_dir, 2, 1);
+                open_rig(&r, 2, 1);
                 g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
                 bora_graph *gp = &g->pub;
                 bora_axis ax[2] = {AX("expert", D), AX("token", T)};
@@ -128,7 +154,7 @@ static void check_top_k(void)
 static void check_top_k_1d(void)
 {
     rig r;
-    rig_open(&r, plugin_dir, 1, 1);
+    open_rig(&r, 1, 1);
     g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
     bora_graph *gp = &g->pub;
     bora_tensor *x = bora_input(gp, "x", BORA_DTYPE_F64, 1, &AX("expert", 5)), *idx = NULL;
@@ -165,7 +191,7 @@ static void check_routing(void)
             want[m] = best;
         }
         rig r;
-        rig_open(&r, plugin_dir, 2, 1);
+        open_rig(&r, 2, 1);
         g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
         bora_graph *gp = &g->pub;
         bora_tensor *ki = bora_input(gp, "keys", BORA_DTYPE_I32, 1, &AX("row", N));
@@ -187,7 +213,7 @@ static void check_routing(void)
 
     /* bincount, and a key outside the bins failing the run */
     rig r;
-    rig_open(&r, plugin_dir, 2, 1);
+    open_rig(&r, 2, 1);
     g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
     bora_graph *gp = &g->pub;
     bora_tensor *ki = bora_input(gp, "keys", BORA_DTYPE_I32, 1, &AX("row", N));
@@ -212,7 +238,7 @@ static void check_routing(void)
     /* rows of x (row, embed) put in key order by embedding(x, argsort(keys)), and back by the
      * inverse permutation argsort(perm): x again, and the sorted rows as a loop picks them */
     for (int back = 0; back < 2; back++) {
-        rig_open(&r, plugin_dir, 2, 1);
+        open_rig(&r, 2, 1);
         g = g_graph_new(r.store, BORA_MODE_EVAL);
         gp = &g->pub;
         bora_axis xa[2] = {AX("row", N), AX("embed", C)};
@@ -243,6 +269,89 @@ static void check_routing(void)
         g_graph_free(g);
         rig_close(&r);
     }
+}
+
+/* Sizes a GPU splits among blocks and warps: top_k of 5 over 300 entries with many ties (and a
+ * NaN per row), argsort of 200,000 keys in [-3, 8) and their bincount over [0, 8) after a shift. */
+static void check_large_routing(void)
+{
+    enum { TR_ = 64, D = 300, K = 5, N = 200000 };
+    float *x = malloc(sizeof(float) * TR_ * D);
+    uint32_t h = 12345;
+    for (int i = 0; i < TR_ * D; i++) {
+        h = h * 1664525u + 1013904223u;
+        x[i] = (float)((h >> 16) % 37) - 18.0f; /* 37 values over 300 entries: ties */
+    }
+    for (int rr = 0; rr < TR_; rr++)
+        x[rr * D + (rr * 7) % D] = NAN;
+    rig r;
+    open_rig(&r, 2, 1);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
+    bora_graph *gp = &g->pub;
+    bora_axis xa[2] = {AX("row", TR_), AX("entry", D)};
+    bora_tensor *xi = bora_input(gp, "x", BORA_DTYPE_F32, 2, xa), *idx = NULL;
+    gp->api->top_k(gp, xi, "entry", K, "choice", &idx);
+    output(g, idx);
+    int32_t got[TR_ * K];
+    CHECK(g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
+          g_set_input(g, "x", x, sizeof(float) * TR_ * D) == BORA_OK && g_run(g) == BORA_OK &&
+          g_read(g, g->output, got, sizeof got) == BORA_OK);
+    for (int rr = 0, bad = 0; rr < TR_ && !bad; rr++) {
+        char picked[D] = {0};
+        for (int m = 0; m < K && !bad; m++) {
+            int best = -1;
+            for (int j = 0; j < D; j++)
+                if (!picked[j] && (best < 0 || beats(x[rr * D + j], x[rr * D + best])))
+                    best = j;
+            picked[best] = 1;
+            if (got[rr * K + m] != best) {
+                fprintf(stderr, "top_k over %d: row %d choice %d is %d, want %d\n", D, rr, m,
+                        got[rr * K + m], best);
+                test_failures++, bad = 1;
+            }
+        }
+    }
+    g_graph_free(g);
+    free(x);
+
+    int32_t *keys = malloc(sizeof(int32_t) * N), *perm = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) {
+        h = h * 1664525u + 1013904223u;
+        keys[i] = (int32_t)((h >> 16) % 11) - 3;
+    }
+    for (int shifted = 0; shifted < 2; shifted++) {
+        g = g_graph_new(r.store, BORA_MODE_EVAL);
+        gp = &g->pub;
+        bora_tensor *ki = bora_input(gp, "keys", BORA_DTYPE_I32, 1, &AX("row", N));
+        output(g, shifted ? gp->api->bincount(gp, ki, AX("expert", 11)) : gp->api->argsort(gp, ki));
+        if (shifted)
+            for (int i = 0; i < N; i++)
+                keys[i] += 3;
+        CHECK(g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK &&
+              g_set_input(g, "keys", keys, sizeof(int32_t) * N) == BORA_OK && g_run(g) == BORA_OK &&
+              g_read(g, g->output, perm, sizeof(int32_t) * (shifted ? 11 : N)) == BORA_OK);
+        if (shifted) { /* the counts, by a loop per bin */
+            for (int e = 0; e < 11; e++) {
+                int want = 0;
+                for (int i = 0; i < N; i++)
+                    want += keys[i] == e;
+                CHECK(perm[e] == want);
+            }
+        } else { /* the stable order: each key's positions in index order, keys ascending */
+            int m = 0, bad = 0;
+            for (int v = -3; v < 8 && !bad; v++)
+                for (int i = 0; i < N && !bad; i++)
+                    if (keys[i] == v && perm[m++] != i) {
+                        fprintf(stderr, "argsort of %d keys: position %d holds %d, want %d\n", N,
+                                m - 1, perm[m - 1], i);
+                        test_failures++, bad = 1;
+                    }
+        }
+        g_graph_free(g);
+    }
+    free(keys);
+    free(perm);
+    rig_close(&r);
 }
 
 /* ---- grouped_matmul forward --------------------------------------------------------------- */
@@ -293,7 +402,7 @@ static void check_grouped_forward(void)
         int dtype = variant == 1 || variant == 4 ? BORA_DTYPE_F32 : BORA_DTYPE_F64;
         size_t esz = bora_dtype_size(dtype);
         rig r;
-        rig_open(&r, plugin_dir, 2, 1);
+        open_rig(&r, 2, 1);
         if (variant == 4)
             g_store_mixed(r.store, BORA_DTYPE_BF16, 0, BORA_ABI_MINOR);
         g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
@@ -374,22 +483,30 @@ static void check_grouped_forward(void)
  * the gradients are taken first. */
 static void check_fd(rig *r, g_graph *g, const char *what, int n_params, const char *const *names)
 {
-    double *grads = malloc(r->store->param_bytes);
-    memcpy(grads, r->store->grad_ptr, r->store->param_bytes);
+    double *grads[8] = {NULL};
+    for (int p = 0; p < n_params; p++) {
+        long slot = g_store_find(r->store, names[p]);
+        size_t nbytes = r->store->slots[slot].nbytes;
+        grads[p] = malloc(nbytes);
+        copy_out(r, 1, names[p], grads[p], nbytes);
+    }
     for (int p = 0; p < n_params; p++) {
         long slot = g_store_find(r->store, names[p]);
         size_t n = r->store->slots[slot].nbytes / sizeof(double);
-        double *x = rig_param(r, names[p]);
-        const double *got = grads + r->store->slots[slot].offset / sizeof(double);
+        const double *got = grads[p];
         for (size_t i = 0; i < n; i++) {
-            double keep = x[i], lp = 0, lm = 0;
-            x[i] = keep + 1e-6;
+            double keep = 0, lp = 0, lm = 0, v;
+            size_t at = i * sizeof(double);
+            rig_copy(r, 0, names[p], at, &keep, sizeof keep, 1);
+            v = keep + 1e-6;
+            rig_copy(r, 0, names[p], at, &v, sizeof v, 0);
             g_run(g);
             g_read(g, g->output, &lp, sizeof lp);
-            x[i] = keep - 1e-6;
+            v = keep - 1e-6;
+            rig_copy(r, 0, names[p], at, &v, sizeof v, 0);
             g_run(g);
             g_read(g, g->output, &lm, sizeof lm);
-            x[i] = keep;
+            rig_copy(r, 0, names[p], at, &keep, sizeof keep, 0);
             double fd = (lp - lm) / 2e-6;
             if (!(fabs(fd - got[i]) <= 1e-6 * fmax(fabs(fd), fabs(got[i])) + 1e-8)) {
                 fprintf(stderr, "%s: d loss / d %s[%zu]: autodiff %.12g, differences %.12g\n", what,
@@ -399,7 +516,8 @@ static void check_fd(rig *r, g_graph *g, const char *what, int n_params, const c
             }
         }
     }
-    free(grads);
+    for (int p = 0; p < n_params; p++)
+        free(grads[p]);
 }
 
 /* Σ y·u + Σ y²·q over a result y with fixed u, q (inputs "__u", "__q", filled here). */
@@ -433,7 +551,7 @@ static void fill_uq(g_graph *g, int64_t n)
 static void check_grouped_gradient(void)
 {
     rig r;
-    rig_open(&r, plugin_dir, 1, 7);
+    open_rig(&r, 1, 7);
     g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *gp = &g->pub;
     bora_axis xa[2] = {AX("row", 7), AX("embed", 3)};
@@ -449,7 +567,9 @@ static void check_grouped_gradient(void)
         fprintf(stderr, "grouped_matmul gradient: graph failed: %s\n", g->error);
         test_failures++;
     } else {
-        const double *dx = rig_grad(&r, "x"), *dw = rig_grad(&r, "w");
+        double dx[21], dw[18];
+        copy_out(&r, 1, "x", dx, sizeof dx);
+        copy_out(&r, 1, "w", dw, sizeof dw);
         for (int i = 15; i < 21; i++) /* rows 5 and 6 of x */
             CHECK(dx[i] == 0);
         for (int i = 6; i < 12; i++) /* group 1 of w */
@@ -490,7 +610,7 @@ static gval *routed_layer(g_graph *g, gval *x, gval *logits, gval *w, int64_t E)
 static void check_routed_gradient(void)
 {
     rig r;
-    rig_open(&r, plugin_dir, 1, 3);
+    open_rig(&r, 1, 3);
     g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *gp = &g->pub;
     bora_axis xa[2] = {AX("token", 6), AX("embed", 3)}, la[2] = {AX("token", 6), AX("expert", 4)};
@@ -518,7 +638,7 @@ static void check_routed_gradient(void)
 static void check_bf16_gradient(void)
 {
     rig r;
-    rig_open(&r, plugin_dir, 1, 9);
+    open_rig(&r, 1, 9);
     g_store_mixed(r.store, BORA_DTYPE_BF16, 0, BORA_ABI_MINOR);
     g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *gp = &g->pub;
@@ -543,8 +663,11 @@ static void check_bf16_gradient(void)
         test_failures++;
         goto done;
     }
-    const float *xv = rig_param(&r, "x"), *wv = rig_param(&r, "w");
-    const float *dx = rig_grad(&r, "x"), *dw = rig_grad(&r, "w");
+    float xv[GR * GK], wv[GE * GK * GN], dx[GR * GK], dw[GE * GK * GN];
+    copy_out(&r, 0, "x", xv, sizeof xv);
+    copy_out(&r, 0, "w", wv, sizeof wv);
+    copy_out(&r, 1, "x", dx, sizeof dx);
+    copy_out(&r, 1, "w", dw, sizeof dw);
     int e_of[GR], r0 = 0, bad = 0;
     for (int e = 0; e < GE; e++)
         for (int k = 0; k < sizes[e]; k++)
@@ -576,47 +699,111 @@ done:
 /* ---- threads ------------------------------------------------------------------------------ */
 
 /* An f32 grouped product past one block of rows (700 rows, sizes {650, 0, 40}) and its
- * gradients on threads threads: y, dx and dw appended to out (floats). */
+ * gradients on threads threads: y, dx, dw, then x and w appended to out (floats). */
+enum { TR = 700, TK = 48, TN = 80, TE = 3 };
+#define T_OUT (TR * TN + TR * TK + TE * TK * TN)
+#define T_ALL (T_OUT + TR * TK + TE * TK * TN)
+
 static int run_threads(int threads, float *out)
 {
-    enum { R = 700, K = 48, N = 80, E = 3 };
     rig r;
-    rig_open(&r, plugin_dir, threads, 5);
+    open_rig(&r, threads, 5);
     g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
     bora_graph *gp = &g->pub;
-    bora_axis xa[2] = {AX("row", R), AX("embed", K)};
-    bora_axis wa[3] = {AX("expert", E), AX("mlp", N), AX("embed", K)}; /* read transposed */
+    bora_axis xa[2] = {AX("row", TR), AX("embed", TK)};
+    bora_axis wa[3] = {AX("expert", TE), AX("mlp", TN), AX("embed", TK)}; /* read transposed */
     bora_tensor *x = bora_param(gp, "x", BORA_DTYPE_F32, 2, xa, bora_init_normal(1.0), 0);
     bora_tensor *w = bora_param(gp, "w", BORA_DTYPE_F32, 3, wa, bora_init_normal(1.0), 0);
     bora_tensor *s = bora_input(gp, "sizes", BORA_DTYPE_I32, 1, wa);
     bora_tensor *y = gp->api->grouped_matmul(gp, x, w, s, "embed");
     const char *both[2] = {"row", "mlp"};
     gval *loss = gp->api->reduce(gp, BORA_OP_SUM, bora_mul(gp, y, y), 2, both);
-    static const int32_t sizes[E] = {650, 0, 40};
+    static const int32_t sizes[TE] = {650, 0, 40};
     int ok = loss && !g_autodiff(g, loss) && (g->output = y, !g_finalize(g)) &&
              !g_store_materialize(r.store) && !g_set_input(g, "sizes", sizes, sizeof sizes) &&
-             !g_run(g) && !g_read(g, y, out, sizeof(float) * R * N);
+             !g_run(g) && !g_read(g, y, out, sizeof(float) * TR * TN);
     if (ok) {
-        memcpy(out + R * N, rig_grad(&r, "x"), sizeof(float) * R * K);
-        memcpy(out + R * N + R * K, rig_grad(&r, "w"), sizeof(float) * E * K * N);
+        float *at = out + TR * TN;
+        copy_out(&r, 1, "x", at, sizeof(float) * TR * TK);
+        copy_out(&r, 1, "w", at += TR * TK, sizeof(float) * TE * TK * TN);
+        copy_out(&r, 0, "x", at += TE * TK * TN, sizeof(float) * TR * TK);
+        copy_out(&r, 0, "w", at + TR * TK, sizeof(float) * TE * TK * TN);
     } else {
         fprintf(stderr, "threads %d: graph failed: %s %s\n", threads, g->error, bora_error_get());
     }
     g_graph_free(g);
     rig_close(&r);
-    return ok ? (700 * 80 + 700 * 48 + 3 * 48 * 80) : 0;
+    return ok;
+}
+
+/* Whether have is within f32 rounding of a sum whose terms' magnitudes add to scale. */
+static int near_sum(double have, double want, double scale)
+{
+    return fabs(have - want) <= 1e-5 * scale + 1e-30;
+}
+
+/* y, dx and dw of run_threads' output against plain loops in f64 over its x and w (dy = 2y, y as
+ * the backend gave it): the number of elements that differ. */
+static int grouped_plain_check(const float *out)
+{
+    const float *y = out, *dx = out + TR * TN, *dw = dx + TR * TK;
+    const float *x = dw + TE * TK * TN, *w = x + TR * TK;
+    static const int sizes[TE] = {650, 0, 40};
+    int e_of[TR], bad = 0;
+    for (int rr = 0, e = 0, left = sizes[0]; rr < TR; rr++) {
+        while (e < TE && left == 0)
+            left = ++e < TE ? sizes[e] : 0;
+        e_of[rr] = e < TE ? e : -1; /* -1: past the sum */
+        left -= e < TE;
+    }
+    for (int rr = 0; rr < TR; rr++) {
+        int e = e_of[rr];
+        for (int n = 0; n < TN; n++) {
+            double want = 0, scale = 0;
+            for (int k = 0; e >= 0 && k < TK; k++) {
+                double t = (double)x[rr * TK + k] * w[(e * TN + n) * TK + k];
+                want += t, scale += fabs(t);
+            }
+            bad += !near_sum(y[rr * TN + n], want, scale);
+        }
+        for (int k = 0; k < TK; k++) {
+            double want = 0, scale = 0;
+            for (int n = 0; e >= 0 && n < TN; n++) {
+                double t = 2.0 * y[rr * TN + n] * w[(e * TN + n) * TK + k];
+                want += t, scale += fabs(t);
+            }
+            bad += !near_sum(dx[rr * TK + k], want, scale);
+        }
+    }
+    for (int e = 0; e < TE; e++)
+        for (int n = 0; n < TN; n++)
+            for (int k = 0; k < TK; k++) {
+                double want = 0, scale = 0;
+                for (int rr = 0; rr < TR; rr++)
+                    if (e_of[rr] == e) {
+                        double t = (double)x[rr * TK + k] * 2.0 * y[rr * TN + n];
+                        want += t, scale += fabs(t);
+                    }
+                bad += !near_sum(dw[(e * TN + n) * TK + k], want, scale);
+            }
+    return bad;
 }
 
 static void check_threads(void)
 {
-    size_t n = 700 * 80 + 700 * 48 + 3 * 48 * 80;
-    float *one = calloc(n, sizeof(float)), *two = calloc(n, sizeof(float));
+    float *one = calloc(T_ALL, sizeof(float)), *two = calloc(T_ALL, sizeof(float));
     CHECK(run_threads(1, one) && run_threads(2, two));
-    CHECK(!memcmp(one, two, n * sizeof(float)));
+    CHECK(!memcmp(one, two, T_OUT * sizeof(float)));
     int nonzero = 0; /* the gradient of the empty group is zero, the rest is not */
-    for (size_t i = 700 * 80 + 700 * 48; i < n; i++)
+    for (size_t i = TR * TN + TR * TK; i < T_OUT; i++)
         nonzero += one[i] != 0;
-    CHECK(nonzero == 2 * 48 * 80);
+    CHECK(nonzero == 2 * TK * TN);
+    int bad = grouped_plain_check(one);
+    if (bad) {
+        fprintf(stderr, "grouped product of 700 rows: %d elements of y, dx, dw off the f64 loops\n",
+                bad);
+        test_failures++;
+    }
     free(one);
     free(two);
 }
@@ -628,7 +815,7 @@ static void check_threads(void)
 static void check_refusals(void)
 {
     rig r;
-    rig_open(&r, plugin_dir, 1, 1);
+    open_rig(&r, 1, 1);
     g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
     bora_graph *gp = &g->pub;
     bora_axis xa[2] = {AX("row", GR), AX("embed", GK)};
@@ -701,14 +888,32 @@ static void check_refusals(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_moe_ops PLUGIN_DIR\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: test_moe_ops PLUGIN_DIR [BACKEND]\n");
         return 2;
     }
     plugin_dir = argv[1];
+    if (argc == 3)
+        backend_name = argv[2];
+    if (strcmp(backend_name, "cpu") != 0) { /* a backend with no usable device here skips */
+        rig r;
+        bora_status st = rig_try_open_on(&r, plugin_dir, backend_name, 1, 1);
+        if (st == BORA_ERR_UNSUPPORTED && strstr(bora_error_get(), "no usable GPU")) {
+            printf("SKIP: backend '%s' cannot run here: %s\n", backend_name, bora_error_get());
+            return 77;
+        }
+        if (st != BORA_OK) {
+            fprintf(stderr, "test_moe_ops: backend '%s' failed to start: %s\n", backend_name,
+                    bora_error_get());
+            return 1;
+        }
+        rig_close(&r);
+    }
+    printf("test_moe_ops on backend '%s'\n", backend_name);
     check_top_k();
     check_top_k_1d();
     check_routing();
+    check_large_routing();
     check_grouped_forward();
     check_grouped_gradient();
     check_routed_gradient();

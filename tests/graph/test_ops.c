@@ -106,7 +106,7 @@ static double *vals(rig *r, const char *name)
 static const struct {
     const char *backend, *op; /* op as the build's error names it: g_op_name() */
 } expected_skips[] = {
-    {"cuda", "sample"}, /* no case here samples; listed as the README says */
+    {NULL, NULL}, /* none today: cuda has every op the host cannot decompose */
 };
 
 /* A build that failed for want of a kernel on a backend other than the CPU's: listed and
@@ -118,6 +118,8 @@ static int skipped_here(const char *what, int v, const char *error)
         return 0;
     at += strlen("has no kernel for '");
     for (size_t i = 0; i < sizeof expected_skips / sizeof expected_skips[0]; i++) {
+        if (!expected_skips[i].backend)
+            continue;
         size_t n = strlen(expected_skips[i].op);
         if (!strcmp(expected_skips[i].backend, backend_name) &&
             !strncmp(at, expected_skips[i].op, n) && at[n] == '\'') {

@@ -1,4 +1,5 @@
-/* tests/graph/test_sample.c — bora_graph_api.sample (BORA_OP_SAMPLE) on the CPU backend:
+/* tests/graph/test_sample.c — bora_graph_api.sample (BORA_OP_SAMPLE) on a backend (the CPU's
+ * unless one is named; exit 77 when it reports no usable GPU here):
  *   --dump prints cases (logits, their axes, seed, stream, counter) and the tokens drawn, for
  *   sample_reference.py to redraw with its own Philox4x32-10 and inverse CDF: exact tokens;
  *   frequencies of many rows with the same logits against the exact softmax (chi-square);
@@ -9,7 +10,7 @@
  *   for the op; a counter out of range fails the run.
  * (The draw as a constant to autodiff is test_ops' "sample" check.)
  *
- * usage: test_sample PLUGIN_DIR [--dump] */
+ * usage: test_sample PLUGIN_DIR [--dump] [BACKEND] */
 #include "../test.h"
 #include "rig.h"
 
@@ -17,6 +18,16 @@
 #include <stdint.h>
 
 static const char *plugin_dir;
+static const char *backend_name = "cpu";
+
+/* The rig on the backend under test (num_threads: the CPU backend's key); exits on failure. */
+static void open_rig(rig *r, int num_threads)
+{
+    if (rig_try_open_on(r, plugin_dir, backend_name, num_threads, 1) != BORA_OK) {
+        fprintf(stderr, "rig: %s\n", bora_error_get());
+        exit(1);
+    }
+}
 
 typedef struct scase {
     const char *name;
@@ -29,13 +40,13 @@ typedef struct scase {
 } scase;
 
 /* Draw over logits (row-major in c->axes, f64 values exactly representable in c->dtype) on a
- * CPU backend of threads threads believed built for ABI 1.abi_minor: the status, tokens in out
+ * backend (threads: the CPU's) believed built for ABI 1.abi_minor: the status, tokens in out
  * (row-major over the other axes), the graph's error in err. */
 static bora_status draw(const scase *c, const double *logits, int threads, uint32_t abi_minor,
                         int32_t *out, char *err, size_t err_cap)
 {
     rig r;
-    rig_open(&r, plugin_dir, threads, 1);
+    open_rig(&r, threads);
     if (abi_minor)
         g_store_backend_abi(r.store, abi_minor);
     g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
@@ -299,7 +310,7 @@ static void check_nonfinite(void)
 static void check_misuse(void)
 {
     rig r;
-    rig_open(&r, plugin_dir, 1, 1);
+    open_rig(&r, 1);
     g_graph *g = g_graph_new(r.store, BORA_MODE_EVAL);
     bora_graph *gp = &g->pub;
     bora_axis ax[2] = {{"position", 3}, {"vocab", 4}};
@@ -336,8 +347,11 @@ static void check_misuse(void)
     int32_t t[3];
     char err[1024];
     CHECK(draw(&c, xv, 1, 10, t, err, sizeof err) != BORA_OK);
-    CHECK_CONTAINS(err, "backend 'cpu' was built for ABI 1.10, which has no op 'sample' (ABI "
-                        "1.11); rebuild the backend against this SDK");
+    char want[160];
+    snprintf(want, sizeof want, "backend '%s' was built for ABI 1.10", backend_name);
+    CHECK_CONTAINS(err, want);
+    CHECK_CONTAINS(err,
+                   "which has no op 'sample' (ABI 1.11); rebuild the backend against this SDK");
     CHECK(draw(&c, xv, 1, 11, t, err, sizeof err) == BORA_OK);
     /* a counter out of range fails the run */
     c.step = -1;
@@ -352,11 +366,31 @@ static void check_misuse(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_sample PLUGIN_DIR [--dump]\n");
+        fprintf(stderr, "usage: test_sample PLUGIN_DIR [--dump] [BACKEND]\n");
         return 2;
     }
     plugin_dir = argv[1];
-    if (argc > 2 && !strcmp(argv[2], "--dump")) {
+    int want_dump = 0;
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--dump"))
+            want_dump = 1;
+        else
+            backend_name = argv[i];
+    if (strcmp(backend_name, "cpu") != 0) { /* a backend with no usable device here skips */
+        rig r;
+        bora_status st = rig_try_open_on(&r, plugin_dir, backend_name, 1, 1);
+        if (st == BORA_ERR_UNSUPPORTED && strstr(bora_error_get(), "no usable GPU")) {
+            printf("SKIP: backend '%s' cannot run here: %s\n", backend_name, bora_error_get());
+            return 77;
+        }
+        if (st != BORA_OK) {
+            fprintf(stderr, "test_sample: backend '%s' failed to start: %s\n", backend_name,
+                    bora_error_get());
+            return 1;
+        }
+        rig_close(&r);
+    }
+    if (want_dump) {
         dump();
         return 0;
     }

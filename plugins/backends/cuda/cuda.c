@@ -366,6 +366,8 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
     (void)b;
     if (n == 0)
         return NULL;
+    if (op == BORA_OP_SAMPLE || (op >= BORA_OP_TOP_K && op <= BORA_OP_GROUPED_MATMUL_GRAD))
+        return cuda_moe_kernel(op, dt, n); /* moe.cu */
     if (op == BORA_OP_COPY) {
         for (uint32_t i = 0; i < n; i++)
             if (!is_float(dt[i]) && dt[i] != BORA_DTYPE_I32 && dt[i] != BORA_DTYPE_I64 &&
@@ -447,8 +449,7 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
     case BORA_OP_PAD: return n == 2 ? k_pad : NULL;
     case BORA_OP_CONCAT: return k_concat;
     case BORA_OP_WRITE_SLICE: return n == 3 || n == 4 ? k_write_slice : NULL;
-    /* not yet: attention, rope, RMSNorm, the fused cross-entropy (the host decomposes them)
-     * and sample (no decomposition: a graph that samples fails its build, naming it) */
+    /* not yet: attention, rope, RMSNorm, the fused cross-entropy (the host decomposes them) */
     default: return NULL;
     }
 }

@@ -44,6 +44,10 @@ bora_status cuda_check(bora_backend *b, cudaError_t err, const char *what);
 bora_status cuda_matmul(bora_backend *b, const bora_kernel_args *a);
 void cuda_matmul_free(bora_backend *b);
 
+/* moe.cu: the kernels of TOP_K, ARGSORT, BINCOUNT, GROUPED_MATMUL(_GRAD) and SAMPLE for those
+ * dtypes it takes, else NULL. */
+bora_kernel_fn cuda_moe_kernel(uint32_t op, const int32_t *dt, uint32_t n);
+
 /* ---- kernels.cu: each launcher queues its kernels on the stream and returns the launch's
  * cudaError_t (cudaSuccess: queued). Float kernels take f32 or f64 (the output's dtype). */
 
