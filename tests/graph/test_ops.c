@@ -765,8 +765,9 @@ static void r_attention_gqa(rig *r, int v, double *out)
 }
 
 /* attention over shapes that fill no tile exactly (a GPU kernel's query and key tiles, its
- * head-dim lanes): q (batch, heads, position, head_dim), k and v (batch, kv_heads, key_position,
- * head_dim). 0: 4 heads over 2 kv heads, 45 positions, head_dim 80, causal, window 20, soft cap
+ * head-dim lanes): q (batch, heads, head_dim, position), k and v (batch, kv_heads, head_dim,
+ * key_position), the head dim outer so that the gradient check's first 40 elements of each are
+ * dim 0 of 40 positions, across the kernels' blocks of positions (and the operands strided). 0: 4 heads over 2 kv heads, 45 positions, head_dim 80, causal, window 20, soft cap
  * 0.9, all at once; 1: 2 heads over 1, 37 queries over 45 key slots of which the extent klen2
  * says 20 are filled, head_dim 160, causal: the queries at positions t - 17 < 0 see no key
  * (output 0, no gradient); 2: batch 2, one head, 33 positions, head_dim 128, not causal. */
@@ -782,10 +783,10 @@ static const tile_variant tile_variants[3] = {
 static bora_tensor *b_attention_tiles(bora_graph *g, int dt, int v)
 {
     const tile_variant *c = &tile_variants[v];
-    bora_axis qa[4] = {AX("batch", c->B), AX("heads", c->H), AX("position", c->T),
-                       AX("head_dim", c->E)};
-    bora_axis ka[4] = {AX("batch", c->B), AX("kv_heads", c->hkv), AX("key_position", c->S),
-                       AX("head_dim", c->E)};
+    bora_axis qa[4] = {AX("batch", c->B), AX("heads", c->H), AX("head_dim", c->E),
+                       AX("position", c->T)};
+    bora_axis ka[4] = {AX("batch", c->B), AX("kv_heads", c->hkv), AX("head_dim", c->E),
+                       AX("key_position", c->S)};
     bora_tensor *q = P(g, "a", dt, 4, qa), *k = P(g, "b", dt, 4, ka), *vv = P(g, "c", dt, 4, ka);
     bora_attention_opts o = {.struct_size = sizeof o,
                              .causal = c->causal,
@@ -807,9 +808,9 @@ static void r_attention_tiles(rig *r, int v, double *out)
         for (int h = 0; h < c->H; h++)
             for (int t = 0; t < T; t++) {
                 int i = L - T + t, hk = h / G; /* the query's position; its kv head */
-                const double *qr = q + ((size_t)(b * c->H + h) * T + t) * E;
-                const double *kh = k + (size_t)(b * c->hkv + hk) * S * E;
-                const double *vh = vv + (size_t)(b * c->hkv + hk) * S * E;
+                const double *qh = q + (size_t)(b * c->H + h) * E * T; /* (E, T) */
+                const double *kh = k + (size_t)(b * c->hkv + hk) * E * S;
+                const double *vh = vv + (size_t)(b * c->hkv + hk) * E * S;
                 double m = -INFINITY, z = 0;
                 for (int j = 0; j < S; j++) {
                     s[j] = -INFINITY;
@@ -817,7 +818,7 @@ static void r_attention_tiles(rig *r, int v, double *out)
                         continue;
                     double d = 0;
                     for (int e = 0; e < E; e++)
-                        d += qr[e] * kh[j * E + e];
+                        d += qh[e * T + t] * kh[e * S + j];
                     s[j] = d / sqrt((double)E);
                     if (c->softcap)
                         s[j] = tanh(s[j] / c->softcap) * c->softcap;
@@ -829,8 +830,8 @@ static void r_attention_tiles(rig *r, int v, double *out)
                     double acc = 0; /* no key visible (z = 0): 0 */
                     for (int j = 0; j < S; j++)
                         if (s[j] != -INFINITY)
-                            acc += exp(s[j] - m) / z * vh[j * E + e];
-                    out[((size_t)(b * c->H + h) * T + t) * E + e] = acc;
+                            acc += exp(s[j] - m) / z * vh[e * S + j];
+                    out[((size_t)(b * c->H + h) * E + e) * T + t] = acc;
                 }
             }
     free(s);

@@ -1,8 +1,8 @@
 /* plugins/backends/cuda — the CUDA backend: device memory (the host reaches it only through
  * copy_in and copy_out), one stream on which every kernel, copy and matmul runs in graph order,
- * matmuls on cuBLASLt (matmul.c) and the other kernels in kernels.cu. Ops it has no kernel for
- * return NULL from the table: the host decomposes them (attention, the fused cross-entropy) or
- * names them at build time. */
+ * matmuls on cuBLASLt (matmul.c) and the other kernels in kernels.cu, attention.cu and rows.cu.
+ * Ops it has no kernel for return NULL from the table: the host decomposes them or names them at
+ * build time. */
 #include "cuda.h"
 
 #include <cublasLt.h>
