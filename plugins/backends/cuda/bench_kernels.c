@@ -1,6 +1,6 @@
 /* plugins/backends/cuda/bench_kernels.c — the kernel sandbox: times kernels.cu's launchers alone
  * on GPT-2 small's shapes (8 × 512 tokens), the median of 10 runs by CUDA events, with the bytes
- * each must move at least. Not a test (timings never are): scripts/gpu-check runs it on request.
+ * each must move at least (attention: its operands once). Not a test (timings never are): scripts/gpu-check runs it on request.
  *
  * usage: bench_cuda_kernels */
 #include "cuda.h"
@@ -93,6 +93,10 @@ static cudaError_t run_softmax(const bora_kernel_args *a)
 {
     return cuk_softmax(stream, a);
 }
+static cudaError_t run_attention(const bora_kernel_args *a)
+{
+    return cuk_attention(stream, a, scratch);
+}
 
 int main(void)
 {
@@ -114,7 +118,7 @@ int main(void)
     cudaMemset(y, 0, big);
 
     int64_t vd[2] = {V, D}, zero2[2] = {0, 0}, tr[2] = {1, V};
-    bora_tensor_desc in[5], out[3];
+    bora_tensor_desc in[6], out[3];
     bora_kernel_args a = {sizeof a, BORA_OP_ADD, NULL, 2, 1, in, out, NULL, 0};
 
     in[0] = dense(x, BORA_DTYPE_F32, 2, vd);
@@ -178,5 +182,28 @@ int main(void)
     in[0] = dense(x, BORA_DTYPE_F32, 2, att);
     out[0] = dense(o, BORA_DTYPE_F32, 2, att);
     timed("softmax (8 x 12 x 512, 512)", run_softmax, &a, 8.0 * 8 * 12 * 512 * 512);
+
+    /* causal attention over GPT-2 small's heads: q, k, v, out, dout (8, 12, 512, 64) in x,
+     * lse (8, 12, 512) in y, the gradients in o */
+    bora_opt_attention ao = {sizeof ao, 1, 0.125, 0, 0, 0, 0, 0, 0.0};
+    int64_t qd[4] = {8, 12, 512, 64}, ld[3] = {8, 12, 512}, qn = 8 * 12 * 512 * 64;
+    float *xf = x, *of = o;
+    for (int i = 0; i < 5; i++)
+        in[i] = dense(xf + i * qn, BORA_DTYPE_F32, 4, qd);
+    a.op = BORA_OP_ATTENTION;
+    a.options = &ao;
+    a.n_inputs = 3;
+    a.n_outputs = 2;
+    out[0] = in[3];
+    out[1] = dense(y, BORA_DTYPE_F32, 3, ld);
+    timed("attention (8, 12, 512, 64), causal", run_attention, &a, 4.0 * 4 * (double)qn);
+    a.op = BORA_OP_ATTENTION_GRAD;
+    a.n_inputs = 6;
+    a.n_outputs = 3;
+    in[5] = in[4];
+    in[4] = dense(y, BORA_DTYPE_F32, 3, ld);
+    for (int i = 0; i < 3; i++)
+        out[i] = dense(of + i * qn, BORA_DTYPE_F32, 4, qd);
+    timed("attention_grad (8, 12, 512, 64), causal", run_attention, &a, 4.0 * 8 * (double)qn);
     return 0;
 }

@@ -1,8 +1,8 @@
 /* plugins/backends/cuda — the CUDA backend: device memory (the host reaches it only through
  * copy_in and copy_out), one stream on which every kernel, copy and matmul runs in graph order,
- * matmuls on cuBLASLt (matmul.c) and the other kernels in kernels.cu. Ops it has no kernel for
- * return NULL from the table: the host decomposes them (attention, the fused cross-entropy) or
- * names them at build time. */
+ * matmuls on cuBLASLt (matmul.c) and the other kernels in kernels.cu, attention.cu and rows.cu.
+ * Ops it has no kernel for return NULL from the table: the host decomposes them or names them at
+ * build time. */
 #include "cuda.h"
 
 #include <cublasLt.h>
@@ -265,6 +265,7 @@ CUDA_KERNEL(k_one_hot, cuk_one_hot, "one_hot")
 CUDA_KERNEL(k_attention_bias, cuk_attention_bias, "attention bias")
 CUDA_KERNEL(k_pad, cuk_pad, "pad")
 CUDA_KERNEL(k_concat, cuk_concat, "concat")
+CUDA_KERNEL(k_rms_norm, cuk_rms_norm, "rms_norm")
 
 /* The error flag cleared before a kernel that may set it, read back after (a wait). */
 static bora_status flag_clear(bora_backend *b, const char *what)
@@ -349,6 +350,100 @@ static bora_status k_layernorm_grad(bora_backend *b, const bora_kernel_args *a)
                   "layernorm gradient");
 }
 
+/* ---- attention, RMSNorm, RoPE, the fused cross-entropy (attention.cu, rows.cu) ---- */
+
+/* Both attention ops: a shape the kernels do not take fails naming it (the table sees dtypes
+ * only, so the host cannot be sent to the decomposition by shape). */
+static bora_status k_attention(bora_backend *b, const bora_kernel_args *a)
+{
+    const char *what = a->op == BORA_OP_ATTENTION ? "attention" : "attention gradient";
+    const bora_tensor_desc *q = &a->inputs[0], *k = &a->inputs[1];
+    int64_t E = q->dims[3], H = q->dims[1], Hk = k->dims[1];
+    if (E > cuk_attention_max_head_dim() || Hk < 1 || H % Hk)
+        return b->h->fail(b->h, BORA_ERR_UNSUPPORTED,
+                          "%s: q (batch %lld, heads %lld, positions %lld, head_dim %lld) over %lld "
+                          "kv heads: the CUDA kernel takes head_dim up to %lld and query heads a "
+                          "multiple of the kv heads",
+                          what, (long long)q->dims[0], (long long)H, (long long)q->dims[2],
+                          (long long)E, (long long)Hk, (long long)cuk_attention_max_head_dim());
+    int optin = 0;
+    bora_status st = cuda_check(
+        b, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, b->device),
+        what);
+    if (st != BORA_OK)
+        return st;
+    size_t smem = cuk_attention_smem(a);
+    if (smem > (size_t)optin)
+        return b->h->fail(b->h, BORA_ERR_UNSUPPORTED,
+                          "%s: head_dim %lld in %s needs %zu bytes of shared memory per block; "
+                          "the device allows %d",
+                          what, (long long)E, q->dtype == BORA_DTYPE_F64 ? "f64" : "f32", smem,
+                          optin);
+    void *dsum = NULL;
+    if (a->op == BORA_OP_ATTENTION_GRAD) {
+        size_t bytes = cuk_attention_grad_scratch(a);
+        if (!(dsum = cuda_scratch(b, bytes ? bytes : 1)))
+            return BORA_ERR_NOMEM;
+    }
+    return queued(b, cuda_check(b, cuk_attention(b->stream, a, dsum), what), what);
+}
+
+static bora_status k_rms_norm_grad(bora_backend *b, const bora_kernel_args *a)
+{
+    size_t bytes = cuk_rms_norm_grad_scratch(a);
+    double *scratch = bytes ? cuda_scratch(b, bytes) : NULL;
+    if (bytes && !scratch)
+        return BORA_ERR_NOMEM;
+    return queued(b, cuda_check(b, cuk_rms_norm_grad(b->stream, a, scratch), "rms_norm gradient"),
+                  "rms_norm gradient");
+}
+
+/* Positions past the table fail: checked here for a fixed offset, by the kernel's flag for a
+ * runtime one (a wait). */
+static bora_status k_rope(bora_backend *b, const bora_kernel_args *a)
+{
+    const bora_opt_rope *o = a->options;
+    const bora_tensor_desc *x = &a->inputs[0];
+    int64_t P = a->inputs[1].dims[0], T = x->dims[o->position_axis];
+    int runtime = a->n_inputs > 3, bad = 0;
+    if (bora_tensor_desc_numel(x) == 0)
+        return BORA_OK;
+    if (!runtime && (o->offset < 0 || o->offset + T > P))
+        return b->h->fail(b->h, BORA_ERR_INVALID,
+                          "rope: positions %lld..%lld are past the table's %lld",
+                          (long long)o->offset, (long long)(o->offset + T - 1), (long long)P);
+    bora_status st = runtime ? flag_clear(b, "rope") : BORA_OK;
+    if (st == BORA_OK)
+        st = cuda_check(b, cuk_rope(b->stream, a, b->flag), "rope");
+    if (st == BORA_OK && runtime)
+        st = flag_read(b, "rope", &bad);
+    if (st == BORA_OK && bad)
+        return b->h->fail(b->h, BORA_ERR_INVALID,
+                          "rope: the runtime position plus offset %lld puts %lld positions past "
+                          "the table's %lld",
+                          (long long)o->offset, (long long)T, (long long)P);
+    return queued(b, st, "rope");
+}
+
+static bora_status k_xent_fused(bora_backend *b, const bora_kernel_args *a)
+{
+    int64_t rows = a->inputs[0].dims[0];
+    double *per_row = cuda_scratch(b, sizeof(double) * (size_t)(rows > 0 ? rows : 1));
+    if (!per_row)
+        return BORA_ERR_NOMEM;
+    int bad = 0;
+    bora_status st = flag_clear(b, "cross-entropy");
+    if (st == BORA_OK)
+        st = cuda_check(b, cuk_xent_fused(b->stream, a, per_row, b->flag), "cross-entropy");
+    if (st == BORA_OK)
+        st = flag_read(b, "cross-entropy", &bad);
+    if (st == BORA_OK && bad)
+        return b->h->fail(b->h, BORA_ERR_INVALID,
+                          "cross-entropy: a target is outside 0..%lld (and not the ignore index)",
+                          (long long)a->inputs[0].dims[1] - 1);
+    return st;
+}
+
 static bora_status k_matmul(bora_backend *b, const bora_kernel_args *a)
 {
     return queued(b, cuda_matmul(b, a), "matmul");
@@ -391,14 +486,28 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
         return k_fill;
     if (op == BORA_OP_IOTA)
         return n == 1 && (is_float(dt[0]) || dt[0] == BORA_DTYPE_I32) ? k_iota : NULL;
+    /* the fused cross-entropy with a bf16 gradient (trainer.mp c=bf16): logits, targets (i32),
+     * dloss -> loss, lse, dlogits (bf16) */
+    if (op == BORA_OP_XENT_FUSED && n == 6 && dt[5] == BORA_DTYPE_BF16) {
+        for (uint32_t i = 0; i < 5; i++)
+            if (dt[i] != (i == 1 ? BORA_DTYPE_I32 : BORA_DTYPE_F32))
+                return NULL;
+        return k_xent_fused;
+    }
     int32_t ft = op == BORA_OP_SCATTER_ADD ? dt[n > 1 ? 1 : 0] : dt[0];
     if (!is_float(ft))
         return NULL;
     /* Integer operands where an op takes them; every other operand is the float type. */
     for (uint32_t i = 0; i < n; i++) {
-        int int_ok =
-            (op == BORA_OP_XENT || op == BORA_OP_XENT_GRAD || op == BORA_OP_GATHER) && i == 1;
+        int int_ok = (op == BORA_OP_XENT || op == BORA_OP_XENT_GRAD || op == BORA_OP_XENT_FUSED ||
+                      op == BORA_OP_GATHER) &&
+                     i == 1;
         int_ok |= op == BORA_OP_SCATTER_ADD && i == 0;
+        /* attention: 3 (grad: 6) float inputs, then i32 segment ids and key length, then
+         * 2 (grad: 3) float outputs */
+        int_ok |= op == BORA_OP_ATTENTION && i >= 3 && i + 2 < n;
+        int_ok |= op == BORA_OP_ATTENTION_GRAD && i >= 6 && i + 3 < n;
+        int_ok |= op == BORA_OP_ROPE && n == 5 && i == 3;        /* x, cos, sin, offset -> y */
         int_ok |= op == BORA_OP_WRITE_SLICE && n == 4 && i == 2; /* dst, value, start -> dst */
         if (int_ok ? dt[i] != BORA_DTYPE_I32 : dt[i] != ft)
             return NULL;
@@ -449,7 +558,13 @@ static bora_kernel_fn cuda_kernel(bora_backend *b, uint32_t op, const int32_t *d
     case BORA_OP_PAD: return n == 2 ? k_pad : NULL;
     case BORA_OP_CONCAT: return k_concat;
     case BORA_OP_WRITE_SLICE: return n == 3 || n == 4 ? k_write_slice : NULL;
-    /* not yet: attention, rope, RMSNorm, the fused cross-entropy (the host decomposes them) */
+    case BORA_OP_RMS_NORM: return n == 3 || n == 4 ? k_rms_norm : NULL; /* (x, [w]) -> y, rstd */
+    case BORA_OP_RMS_NORM_GRAD: /* (x, [w], rstd, dy) -> dx, [dw] */
+        return n == 4 || n == 6 ? k_rms_norm_grad : NULL;
+    case BORA_OP_ROPE: return n == 4 || n == 5 ? k_rope : NULL;
+    case BORA_OP_XENT_FUSED: return n == 6 ? k_xent_fused : NULL;
+    case BORA_OP_ATTENTION: return n >= 5 && n <= 8 ? k_attention : NULL;
+    case BORA_OP_ATTENTION_GRAD: return n >= 9 && n <= 12 ? k_attention : NULL;
     default: return NULL;
     }
 }

@@ -86,6 +86,24 @@ cudaError_t cuk_write_slice(cudaStream_t s, const bora_kernel_args *a, int *flag
 /* MATMUL with a double accumulator per element, any strides (the layouts cuBLASLt refuses). */
 cudaError_t cuk_matmul_naive(cudaStream_t s, const bora_kernel_args *a);
 
+/* ---- attention.cu: ATTENTION and ATTENTION_GRAD (f32, f64), head dims up to
+ * cuk_attention_max_head_dim(); the gradient needs cuk_attention_grad_scratch bytes (dsum), and
+ * each kernel cuk_attention_smem bytes of shared memory per block (past 48 KiB it opts in). */
+int64_t cuk_attention_max_head_dim(void);
+size_t cuk_attention_smem(const bora_kernel_args *a);
+size_t cuk_attention_grad_scratch(const bora_kernel_args *a);
+cudaError_t cuk_attention(cudaStream_t s, const bora_kernel_args *a, void *dsum);
+
+/* ---- rows.cu: RMS_NORM, RMS_NORM_GRAD (the weight's column sums need
+ * cuk_rms_norm_grad_scratch bytes), ROPE (flag set on a position past the table) and
+ * XENT_FUSED (per_row: rows doubles; flag set on a target out of range; an f32 or bf16
+ * gradient over f32 logits). */
+cudaError_t cuk_rms_norm(cudaStream_t s, const bora_kernel_args *a);
+size_t cuk_rms_norm_grad_scratch(const bora_kernel_args *a);
+cudaError_t cuk_rms_norm_grad(cudaStream_t s, const bora_kernel_args *a, double *scratch);
+cudaError_t cuk_rope(cudaStream_t s, const bora_kernel_args *a, int *flag);
+cudaError_t cuk_xent_fused(cudaStream_t s, const bora_kernel_args *a, double *per_row, int *flag);
+
 #ifdef __cplusplus
 }
 #endif
