@@ -59,6 +59,7 @@ run ck-false false
 run ck-true true
 run threads-2 false --trainer.num_threads=2
 run bf16 false --trainer.mp=p=f32,c=bf16
+run micro false --trainer.per_device_parallelism=2
 a=$(losses ck-false) b=$(losses ck-true) c=$(losses threads-2) d=$(losses bf16)
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "gradient_checkpointing changed the losses: '$a' against '$b'"
 [ "$a" = "$c" ] || fail "2 threads changed the losses: '$a' against '$c'"
@@ -68,11 +69,14 @@ metrics() { grep '"train/aux_loss"' "$1.jsonl"; }
 [ "$(metrics ck-false | wc -l)" = 3 ] || fail "metrics: $(cat ck-false.jsonl)"
 [ "$(metrics ck-false)" = "$(metrics ck-true)" ] && [ "$(metrics ck-false)" = "$(metrics threads-2)" ] ||
     fail "metrics differ with checkpointing or threads: $(metrics ck-false) / $(metrics threads-2)"
-sums=$(metrics ck-false | tr ',{}' '\n\n\n' |
-    sed -n 's/"train\/expert_load\/layer\([0-9]*\)\/[0-9]*":\(.*\)/\1 \2/p' |
-    awk '{t[$1] += $2; n[$1]++} END {for (l in t) printf "%d:%d:%.6f\n", l, n[l], t[l]}' | sort | tr '\n' ' ')
-[ "$sums" = "0:12:3.000000 1:12:3.000000 " ] ||
-    fail "expert loads: 3 steps x 4 experts per layer should sum to 3 per layer: '$sums'"
+# (with 2 micro-batches a step too: their mean)
+for id in ck-false micro; do
+    sums=$(metrics $id | tr ',{}' '\n\n\n' |
+        sed -n 's/"train\/expert_load\/layer\([0-9]*\)\/[0-9]*":\(.*\)/\1 \2/p' |
+        awk '{t[$1] += $2; n[$1]++} END {for (l in t) printf "%d:%d:%.6f\n", l, n[l], t[l]}' | sort | tr '\n' ' ')
+    [ "$sums" = "0:12:3.000000 1:12:3.000000 " ] ||
+        fail "$id: expert loads: 3 steps x 4 experts per layer should sum to 3 per layer: '$sums'"
+done
 metrics ck-false | grep -q '"train/router_z_loss"' || fail "no train/router_z_loss: $(metrics ck-false)"
 # MFU on the active parameters: 2 layers x 4 experts x 3 x 32 x 24 = 18432 in the experts, of
 # which a token uses 2 of 4: 41440 - 18432 / 2
