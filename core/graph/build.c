@@ -975,6 +975,68 @@ static bora_tensor *api_residual(bora_graph *gp, bora_tensor *x)
     return w;
 }
 
+/* A metric's name: 1 to 100 characters of [A-Za-z0-9_./-], not starting or ending with '/'
+ * (trackers nest names at '/'). */
+static int metric_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 1 || n > 100 || name[0] == '/' || name[n - 1] == '/')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '/' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Record t under name for the host to read (ABI 1.14); t itself is returned unchanged, so the
+ * declaration adds no node: a graph that never reads its metrics runs the same nodes. */
+static bora_tensor *api_metric(bora_graph *gp, bora_tensor *t, const char *name)
+{
+    g_graph *g = (g_graph *)gp;
+    NEED(g, t, name);
+    char d[256];
+    g_describe(t, d, sizeof d);
+    if (!metric_name_ok(name)) {
+        g_fail(g,
+               "metric: the name '%.120s' is not 1 to 100 characters of [A-Za-z0-9_./-] "
+               "(not starting or ending with '/')",
+               name);
+        return NULL;
+    }
+    if (!g_is_float(t->dtype) || t->ndim > 1 || g_numel(t) > BORA_METRIC_MAX_ELEMENTS) {
+        g_fail(g,
+               "metric '%s': %s must be a float scalar or a 1-d float vector of at most %d "
+               "elements",
+               name, d, BORA_METRIC_MAX_ELEMENTS);
+        return NULL;
+    }
+    for (size_t i = 0; i < g->n_metrics; i++)
+        if (!strcmp(g->metrics[i].name, name)) {
+            g_fail(g, "metric '%s' is declared twice", name);
+            return NULL;
+        }
+    if (g->n_metrics == g->cap_metrics) {
+        size_t cap = g->cap_metrics ? 2 * g->cap_metrics : 8;
+        g_metric *m = realloc(g->metrics, cap * sizeof *m);
+        if (!m) {
+            g_fail(g, "out of memory");
+            return NULL;
+        }
+        g->metrics = m;
+        g->cap_metrics = cap;
+    }
+    char *copy = bora_strdup(name);
+    if (!copy) {
+        g_fail(g, "out of memory");
+        return NULL;
+    }
+    g->metrics[g->n_metrics++] = (g_metric){copy, t};
+    return t;
+}
+
 const bora_graph_api g_api = {
     .struct_size = sizeof(bora_graph_api),
     .mode = api_mode,
@@ -1022,6 +1084,7 @@ const bora_graph_api g_api = {
     .argsort = api_argsort,
     .bincount = api_bincount,
     .grouped_matmul = api_grouped_matmul,
+    .metric = api_metric,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1067,6 +1130,9 @@ void g_graph_free(g_graph *g)
         free(g->consts[i].data);
     }
     free(g->consts);
+    for (size_t i = 0; i < g->n_metrics; i++)
+        free(g->metrics[i].name);
+    free(g->metrics);
     free(g->checkpoints);
     free(g->readers);
     free(g);

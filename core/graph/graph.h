@@ -200,6 +200,12 @@ typedef struct g_const {
     char *ptr;
 } g_const;
 
+/* A value the model declared as a metric: 0-d or 1-d, of a float dtype (ABI 1.14). */
+typedef struct g_metric {
+    char *name; /* owned */
+    gval *value;
+} g_metric;
+
 typedef struct g_graph {
     bora_graph pub;  /* the api pointer, first */
     uint64_t serial; /* one per graph made in the process */
@@ -227,7 +233,9 @@ typedef struct g_graph {
     int residual;         /* the residual stream's dtype in memory (bora_residual; 0: as built) */
     int residuals;        /* values the model marked as the residual stream and kept in bf16 */
     int reads_shadows;    /* a model graph multiplying the store's bf16 shadows */
-    int *checkpoints;     /* node ids producing checkpointed values, ascending */
+    g_metric *metrics;    /* what the model declared as metrics (bora_graph_api.metric) */
+    size_t n_metrics, cap_metrics;
+    int *checkpoints; /* node ids producing checkpointed values, ascending */
     size_t n_checkpoints, cap_checkpoints;
     bora_status status;
     char error[1024];

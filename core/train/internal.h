@@ -12,6 +12,7 @@
 #include "eval.h"
 #include "groups.h"
 #include "hessian.h"
+#include "model_metrics.h"
 #include "schedule.h"
 #include "tracklog.h"
 #include "trainer.h"
@@ -49,6 +50,7 @@ typedef struct trainer {
     bora_hessian hess; /* the optimizer's second-order estimate, when it asks for one */
     int hess_built;
     bora_metric step_metrics[2 * TR_MAX_METRICS + 1]; /* the optimizer's, this step */
+    tr_model_metrics model_metrics;                   /* the model's (bora_graph_api.metric) */
     size_t n_step_metrics;
     bora_tokenizer *tok;
     bora_loader *loader, *val;

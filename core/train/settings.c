@@ -414,3 +414,11 @@ void bora_model_shape(bora_config *root, const bora_key *keys, int64_t *width, i
     *width = model_int(m, keys, *width_key);
     *layers = model_int(m, keys, *layers_key);
 }
+
+void bora_model_experts(bora_config *root, const bora_key *keys, int64_t *experts,
+                        int64_t *per_token)
+{
+    bora_config *m = bora_cfg_child(root, "model");
+    *experts = model_int(m, keys, "num_local_experts");
+    *per_token = model_int(m, keys, "num_experts_per_tok");
+}

@@ -265,7 +265,12 @@ static bora_status build(trainer *t, bora_config *root)
     if (bora_graph_status(g) != BORA_OK)
         return graph_error(t, root, t->train->error);
     t->train->output = loss;
-    if (g_autodiff(t->train, loss) != BORA_OK || g_finalize(t->train) != BORA_OK)
+    if (g_autodiff(t->train, loss) != BORA_OK)
+        return graph_error(t, root, t->train->error);
+    /* the model's metrics, when it declared any, join the loss in the output */
+    if (tr_model_metrics_build(t->train, loss, &t->model_metrics) != BORA_OK)
+        return graph_error(t, root, bora_error_get());
+    if (g_finalize(t->train) != BORA_OK)
         return graph_error(t, root, t->train->error);
     if (bora_opt_groups_make(bora_cfg_child(root, "optimizer"), t->reg, t->opt_entry, t->opt,
                              t->sched.peak, t->store, &t->groups) != BORA_OK)
@@ -466,6 +471,7 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
         return st;
     float scale = count ? (float)(1.0 / (double)count) : 0.0f;
     double total = 0;
+    tr_model_metrics_begin(&t->model_metrics);
     for (int64_t m = 0; m < n_micro; m++) {
         size_t at = (size_t)m * cells;
         st = g_set_input(t->train, "input_ids", t->ids + at, bytes);
@@ -477,9 +483,9 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
             st = g_set_input(t->train, "loss_scale", &scale, sizeof scale);
         if (st == BORA_OK)
             st = g_run(t->train);
-        float part = 0;
+        double part = 0;
         if (st == BORA_OK)
-            st = g_read(t->train, t->train->output, &part, sizeof part);
+            st = tr_model_metrics_read(t->train, &t->model_metrics, &part);
         if (st != BORA_OK)
             return bora_error_set(st, "step %" PRId64 ": %s", step,
                                   t->train->status ? t->train->error : bora_error_get());
@@ -505,6 +511,18 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
     if (!isfinite(*norm) && t->crash_on_nan)
         return BORA_ERR_INVALID;
     return BORA_OK;
+}
+
+/* The model's scalar metrics after the step line's figures, when there are at most three
+ * (vectors and longer lists go to the trackers only). */
+static void print_model_scalars(trainer *t)
+{
+    const tr_model_metrics *m = &t->model_metrics;
+    if (!m->n_scalars || m->n_scalars > 3)
+        return;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->scalar[i])
+            printf("  %s %.4g", m->out[i].name + strlen("train/"), m->out[i].value);
 }
 
 static int run_loop(trainer *t, int64_t start)
@@ -540,6 +558,7 @@ static int run_loop(trainer *t, int64_t start)
             return 1;
         }
         double dt = bora_now_s() - t0;
+        tr_model_metrics_values(&t->model_metrics);
         if (step == start + 1)
             first = loss;
         last = loss;
@@ -552,10 +571,13 @@ static int run_loop(trainer *t, int64_t start)
                    "  loss %.4f  lr %.2e  %.0f tokens/s  ETA %s",
                    step, t->steps, loss, lr, (double)tokens / dt, eta);
             t->line_open = 1;
-        } else
+        } else {
             printf("step %" PRId64 "/%" PRId64
-                   "  loss %.4f  lr %.3e  grad_norm %.4f  tokens/s %.0f\n",
+                   "  loss %.4f  lr %.3e  grad_norm %.4f  tokens/s %.0f",
                    step, t->steps, loss, lr, norm, (double)tokens / dt);
+            print_model_scalars(t);
+            fputc('\n', stdout);
+        }
         fflush(stdout);
         bora_metric m[] = {{"train/loss", loss},
                            {"optim/learning_rate", lr},
@@ -572,6 +594,8 @@ static int run_loop(trainer *t, int64_t start)
         bora_tracklog_log(t->log, step, m, n_m);
         if (t->n_step_metrics)
             bora_tracklog_log(t->log, step, t->step_metrics, t->n_step_metrics);
+        if (t->model_metrics.n)
+            bora_tracklog_log(t->log, step, t->model_metrics.out, t->model_metrics.n);
         if (t->eval && (step % t->steps_per_eval == 0 || step == t->steps)) {
             if (run_eval(t, step, &t->last_eval) != BORA_OK) {
                 tr_end_live_line(t);
@@ -625,16 +649,32 @@ static int run_loop(trainer *t, int64_t start)
 
 /* PaLM's model FLOPs per token, 6N + 12 L d T (N parameters, L layers, d the width, T the
  * context; the attention term needs the model's layer count and width keys), and the
- * backend's peak for throughput/mfu. */
+ * backend's peak for throughput/mfu. A mixture of experts (a model with Hugging Face's
+ * num_local_experts E and num_experts_per_tok k keys) runs each token through k of its E
+ * experts, so N is the active count: the parameters outside the experts (those whose names
+ * hold ".experts.") and k/E of the experts'. */
 static void model_flops(trainer *t, bora_config *root, size_t params)
 {
-    int64_t layers = 0, width = 0;
+    int64_t layers = 0, width = 0, E = 0, k = 0;
     const char *wkey, *lkey;
     bora_model_shape(root, t->model_entry->ops->keys, &width, &layers, &wkey, &lkey);
-    t->flops_per_token =
-        6.0 * (double)params + 12.0 * (double)layers * (double)width * (double)t->seq_len;
-    printf("model FLOPs: %.4g per token (6N + 12·L·d·T: model.%s %lld, model.%s %lld)\n",
-           t->flops_per_token, lkey, (long long)layers, wkey, (long long)width);
+    bora_model_experts(root, t->model_entry->ops->keys, &E, &k);
+    size_t experts = 0;
+    for (size_t i = 0; E > 0 && k > 0 && k <= E && i < t->store->n_slots; i++)
+        if (strstr(t->store->slots[i].name, ".experts."))
+            experts += t->store->slots[i].nbytes / bora_dtype_size(t->store->slots[i].dtype);
+    double active = (double)(params - experts) + (double)experts * (double)k / (double)(E ? E : 1);
+    double attention = 12.0 * (double)layers * (double)width * (double)t->seq_len;
+    t->flops_per_token = 6.0 * active + attention;
+    if (experts)
+        printf("model FLOPs: %.4g per token (6·N_active + 12·L·d·T: N_active = %.0f of N = %zu, "
+               "the %zu expert parameters at model.num_experts_per_tok %lld of "
+               "model.num_local_experts %lld; model.%s %lld, model.%s %lld)\n",
+               t->flops_per_token, active, params, experts, (long long)k, (long long)E, lkey,
+               (long long)layers, wkey, (long long)width);
+    else
+        printf("model FLOPs: %.4g per token (6N + 12·L·d·T: model.%s %lld, model.%s %lld)\n",
+               t->flops_per_token, lkey, (long long)layers, wkey, (long long)width);
     char cpu[256];
     tr_cpu_model(cpu, sizeof cpu);
     int measured = 0;
@@ -660,6 +700,7 @@ void tr_teardown(trainer *t)
         bora_hessian_free(&t->hess);
     bora_eval_free(t->eval);
     bora_loader_free(t->val);
+    tr_model_metrics_free(&t->model_metrics);
     g_graph_free(t->train);
     g_store_free(t->store);
     bora_opt_groups_free(&t->groups);

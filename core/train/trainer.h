@@ -62,6 +62,12 @@ void bora_size_keys(bora_config *root, const struct g_graph *g, char *buf, size_
 void bora_model_shape(bora_config *root, const bora_key *keys, int64_t *width, int64_t *layers,
                       const char **width_key, const char **layers_key);
 
+/* A mixture of experts' sizes from the model's configuration or its keys' defaults, under
+ * Hugging Face's names: *experts (num_local_experts, E) and *per_token (num_experts_per_tok, k);
+ * 0 where the model has no such key. */
+void bora_model_experts(bora_config *root, const bora_key *keys, int64_t *experts,
+                        int64_t *per_token);
+
 /* `bora eval`: the loss and bits per byte of a checkpoint's model (a step directory, or a run
  * directory for its latest) on cfg's validation set, printed as a line (or JSON). Returns the
  * process exit status. */

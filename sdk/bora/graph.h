@@ -680,7 +680,23 @@ struct bora_graph_api {
      * wᵀ) and w (x_eᵀ·dy_e per group); group_sizes has none. */
     bora_tensor *(*grouped_matmul)(bora_graph *g, bora_tensor *x, bora_tensor *w,
                                    bora_tensor *group_sizes, const char *contract);
+
+    /* ABI 1.14. Declare t as a metric the host logs: a value the model computes beside its
+     * loss for people to watch (a router's balance, an expert's load). t is 0-d (a scalar) or
+     * 1-d (a small vector, at most BORA_METRIC_MAX_ELEMENTS elements, logged per element as
+     * name/<i>), of a float dtype; name is 1 to 100 characters of [A-Za-z0-9_./-], not starting
+     * or ending with '/', and unique in the graph. Returns t itself: the declaration adds
+     * nothing to the loss, no gradient flows from it, and a graph whose metrics are left unused
+     * computes the same bits as one without them. `bora train` reads a train graph's metrics
+     * after each micro-batch, averages them over the step's micro-batches (in their order, in
+     * double) and logs them as train/<name> with each step's train/loss (a scalar also on the
+     * printed step line when there are at most three); eval, generation and Hessian graphs
+     * ignore them. Use bora_graph_metric below, which does nothing on an older host. */
+    bora_tensor *(*metric)(bora_graph *g, bora_tensor *t, const char *name);
 };
+
+/* The most elements a metric (bora_graph_api.metric) may have. */
+#define BORA_METRIC_MAX_ELEMENTS 1024
 
 /* The public head of every graph: the builder's functions. Host-private state follows. */
 struct bora_graph {
@@ -798,6 +814,15 @@ static inline bora_tensor *bora_residual(bora_graph *g, bora_tensor *x)
     if (g->api->struct_size < offsetof(bora_graph_api, residual) + sizeof g->api->residual)
         return x;
     return g->api->residual(g, x);
+}
+
+/* Declare t as a logged metric (bora_graph_api.metric); on a host older than ABI 1.14, nothing.
+ * Returns t. */
+static inline bora_tensor *bora_graph_metric(bora_graph *g, bora_tensor *t, const char *name)
+{
+    if (g->api->struct_size < offsetof(bora_graph_api, metric) + sizeof g->api->metric)
+        return t;
+    return g->api->metric(g, t, name);
 }
 
 #ifdef __cplusplus

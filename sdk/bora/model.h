@@ -163,7 +163,8 @@ typedef struct bora_model_ops {
     bora_status (*create)(const bora_host *h, const bora_config *cfg, bora_model **out);
     /* Build the graph for mode (a bora_mode) over the inputs listed above; *out is the summed
      * loss (train) or the logits (eval, prefill, decode). Return BORA_ERR_UNSUPPORTED for a
-     * mode the model does not offer. */
+     * mode the model does not offer. A train graph may declare metrics for bora train to log
+     * beside the loss (bora_graph_metric in graph.h, ABI 1.14). */
     bora_status (*build)(bora_model *m, bora_graph *g, int32_t mode, bora_tensor **out);
     void (*destroy)(bora_model *m);
 

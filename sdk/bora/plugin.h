@@ -87,10 +87,11 @@ extern "C" {
  * BORA_OP_BINCOUNT, BORA_OP_GROUPED_MATMUL and BORA_OP_GROUPED_MATMUL_GRAD (a mixture of
  * experts' routing and per-expert products, with bora_opt_top_k), which the host asks only of
  * backends built for 1.13 or later, and bora_graph_api.top_k, argsort, bincount and
- * grouped_matmul). A minor
+ * grouped_matmul; 1.14 appends bora_graph_api.metric, a model's own values logged with each
+ * train step). A minor
  * bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 13
+#define BORA_ABI_MINOR 14
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

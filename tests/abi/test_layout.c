@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 13,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 14,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
@@ -186,7 +186,7 @@ static void layout(void)
                    "bora_attention_opts.sliding_window");
     _Static_assert(offsetof(bora_attention_opts, softcap) == 88,
                    "bora_attention_opts.softcap (ABI 1.12)");
-    _Static_assert(sizeof(bora_graph_api) == 368, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 376, "size of bora_graph_api");
     /* ABI 1.11 */
     _Static_assert(offsetof(bora_graph_api, sample) == 328, "bora_graph_api.sample");
     /* ABI 1.13 */
@@ -195,6 +195,8 @@ static void layout(void)
     _Static_assert(offsetof(bora_graph_api, bincount) == 352, "bora_graph_api.bincount");
     _Static_assert(offsetof(bora_graph_api, grouped_matmul) == 360,
                    "bora_graph_api.grouped_matmul");
+    /* ABI 1.14 */
+    _Static_assert(offsetof(bora_graph_api, metric) == 368, "bora_graph_api.metric");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");

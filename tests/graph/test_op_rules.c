@@ -7,13 +7,15 @@
  * options struct; the soft cap's refusals, older options structs and the ABI version that gives
  * it to the fused kernel; sample's draws treated as constants by autodiff, against finite
  * differences; the mixture-of-experts ops refused on a backend built before ABI 1.13, and run
- * (forward and backward) on this one. Every op a check here runs counts; write_slice, sample and
+ * (forward and backward) on this one; model metrics (ABI 1.14): declarations, refusals, the
+ * trainer's output and its mean over micro-batches. Every op a check here runs counts; write_slice, sample and
  * the mixture-of-experts ops (test_moe_ops checks them against references), which no case in
  * test_ops differentiates, must run here.
  *
  * usage: test_op_rules PLUGIN_DIR */
 #include "../test.h"
 #include "rig.h"
+#include "train/model_metrics.h"
 
 #include <math.h>
 
@@ -736,6 +738,80 @@ static void check_moe_rules(void)
     }
 }
 
+/* Model metrics (ABI 1.14): a declaration returns its tensor and adds no node; bad names,
+ * shapes, dtypes and a second declaration of a name are refused, naming the metric; the trainer's
+ * output carries the loss (the f32 bits, widened) and then each metric's elements, and a step's
+ * values are the mean over its micro-batches. */
+static void check_metric_rules(void)
+{
+    rig r;
+    rig_open(&r, plugin_dir, 1, 4);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &g->pub;
+    const bora_graph_api *A = gp->api;
+    bora_axis va[1] = {AX("expert", 3)};
+    bora_tensor *x = bora_input(gp, "x", BORA_DTYPE_F32, 1, va);
+    const char *e1[1] = {"expert"};
+    bora_tensor *loss =
+        A->reduce(gp, BORA_OP_SUM, bora_mul(gp, x, P(gp, "w", BORA_DTYPE_F32, 1, va)), 1, e1);
+    size_t nodes = g->n_nodes;
+    CHECK(bora_graph_metric(gp, x, "load/layer0") == x);
+    CHECK(bora_graph_metric(gp, A->scale(gp, loss, 2.0), "twice") != NULL);
+    CHECK(g->n_metrics == 2 && g->n_nodes == nodes + 1 &&
+          !strcmp(g->metrics[0].name, "load/layer0"));
+    g->output = loss;
+    CHECK(g_autodiff(g, loss) == BORA_OK);
+    tr_model_metrics m;
+    CHECK(tr_model_metrics_build(g, loss, &m) == BORA_OK && m.n == 4 && m.n_scalars == 1);
+    CHECK(!strcmp(m.names[0], "train/load/layer0/0") &&
+          !strcmp(m.names[2], "train/load/layer0/2") && !strcmp(m.names[3], "train/twice"));
+    CHECK(g_finalize(g) == BORA_OK && g_store_materialize(r.store) == BORA_OK);
+    const float w[3] = {0.5f, 0.25f, 1.0f / 3.0f}, a[3] = {1, 2, 3}, b[3] = {3, 0, 1.5f};
+    CHECK(rig_copy(&r, 0, "w", 0, (void *)w, sizeof w, 0) == BORA_OK);
+    double got[2] = {0, 0};
+    tr_model_metrics_begin(&m);
+    CHECK(g_set_input(g, "x", a, sizeof a) == BORA_OK && g_run(g) == BORA_OK &&
+          tr_model_metrics_read(g, &m, &got[0]) == BORA_OK);
+    CHECK(g_set_input(g, "x", b, sizeof b) == BORA_OK && g_run(g) == BORA_OK &&
+          tr_model_metrics_read(g, &m, &got[1]) == BORA_OK);
+    CHECK(tr_model_metrics_values(&m) == 4);
+    float l0 = 0.5f * 1 + 0.25f * 2 + (1.0f / 3.0f) * 3, l1 = 0.5f * 3 + 0 + (1.0f / 3.0f) * 1.5f;
+    CHECK(fabs(got[0] - l0) < 1e-6 && fabs(got[1] - l1) < 1e-6);
+    CHECK(m.out[0].value == 2.0 && m.out[1].value == 1.0 && m.out[2].value == 2.25);
+    CHECK(fabs(m.out[3].value - (got[0] + got[1])) < 1e-6); /* 2 x loss, averaged over 2 */
+    tr_model_metrics_free(&m);
+    g_graph_free(g);
+    rig_close(&r);
+
+    /* refusals */
+    struct {
+        const char *name, *want;
+        int ndim, dtype;
+        int64_t n;
+    } bad[] = {
+        {"a b", "metric: the name 'a b' is not 1 to 100 characters", 0, BORA_DTYPE_F32, 1},
+        {"/lead", "metric: the name '/lead'", 0, BORA_DTYPE_F32, 1},
+        {"", "metric: the name ''", 0, BORA_DTYPE_F32, 1},
+        {"mat", "metric 'mat': ", 2, BORA_DTYPE_F32, 2},
+        {"ints", "metric 'ints': ", 1, BORA_DTYPE_I32, 2},
+        {"long", "at most 1024 elements", 1, BORA_DTYPE_F32, BORA_METRIC_MAX_ELEMENTS + 1},
+        {"twice", "metric 'twice' is declared twice", 0, BORA_DTYPE_F32, 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rig_open(&r, plugin_dir, 1, 4);
+        g = g_graph_new(r.store, BORA_MODE_TRAIN);
+        gp = &g->pub;
+        bora_axis ax[2] = {AX("row", bad[i].n), AX("col", 2)};
+        bora_tensor *t = bora_input(gp, "t", bad[i].dtype, bad[i].ndim, ax);
+        if (!strcmp(bad[i].name, "twice"))
+            bora_graph_metric(gp, t, "twice");
+        CHECK(bora_graph_metric(gp, t, bad[i].name) == NULL);
+        CHECK_CONTAINS(g->error, bad[i].want);
+        g_graph_free(g);
+        rig_close(&r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -750,6 +826,7 @@ int main(int argc, char **argv)
     check_softcap_rules();
     check_sample_constant();
     check_moe_rules();
+    check_metric_rules();
     /* the ops test_ops leaves to this test (see its final check) */
     static const int here[] = {BORA_OP_WRITE_SLICE,
                                BORA_OP_SAMPLE,

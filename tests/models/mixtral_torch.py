@@ -16,12 +16,19 @@ What Mixtral puts in place of the Llama MLP, as transformers' modeling_mixtral h
   (experts); aux = experts * sum(tokens_per_expert * router_prob_per_expert). With
   output_router_logits, transformers' loss is the mean cross-entropy plus
   router_aux_loss_coef * aux.
-- Loss as bora returns it: the summed cross-entropy plus n * router_aux_loss_coef * aux, n the
-  targets counted (not -100): bora's host divides the sum by n, which gives transformers' loss.
+- router_z_loss_func, ST-MoE's router z-loss (Zoph et al. 2022, eq. 5) as transformers'
+  switch_transformers computes it over the routers' logits of all layers concatenated:
+  z = sum over the rows of logsumexp(logits)^2, divided by the rows. MixtralConfig has no such
+  term; bora's own key router_z_loss_coef (default 0) adds router_z_loss_coef * z to the mean
+  loss, whatever output_router_logits says.
+- Loss as bora returns it: the summed cross-entropy plus n * router_aux_loss_coef * aux (and
+  n * router_z_loss_coef * z), n the targets counted (not -100): bora's host divides the sum by
+  n, which gives transformers' loss.
 - router_jitter_noise is refused unless 0 (it is noise in training).
 
-The comparison also ablates the load-balancing loss: the reference's loss without it must be
-far from bora's, so the match is owed to it.
+The comparison also ablates the load-balancing loss and the z-loss: the reference's loss
+without either (where the case has it) must be far from bora's, and without the z-loss so must
+the routers' gradients, so the match is owed to them.
 
 usage: /usr/bin/python3 mixtral_torch.py DIR...   each DIR as llama_torch.py's (config.json,
                                                   model.safetensors, inputs.safetensors,
@@ -30,7 +37,8 @@ usage: /usr/bin/python3 mixtral_torch.py DIR...   each DIR as llama_torch.py's (
                                                   (bora's H·v against the double backward)
        /usr/bin/python3 mixtral_torch.py --write-case NAME DIR
                                                   writes one of the self-check's configurations
-                                                  (mixtral, mixtral_empty, mixtral_top1; all:
+                                                  (mixtral, mixtral_empty, mixtral_top1,
+                                                  mixtral_z; all:
                                                   each as DIR/NAME) as such a DIR
        /usr/bin/python3 mixtral_torch.py --self-check
                                                   checks of the reference itself (see
@@ -68,6 +76,7 @@ def load_config(cfg, where="config.json"):
     moe = {k: full.pop(k) for k in ("num_experts_per_tok", "num_local_experts",
                                     "output_router_logits", "router_aux_loss_coef",
                                     "router_jitter_noise", "attention_dropout")}
+    moe["router_z_loss_coef"] = full.pop("router_z_loss_coef", 0.0)  # bora's own key
     c = lt.load_config(full, where)
     c.update(moe, model_type="mixtral")
     E, k = c["num_local_experts"], c["num_experts_per_tok"]
@@ -170,14 +179,24 @@ def load_balancing_loss(routers, E, k):
     return torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0)) * E
 
 
-def total_loss(c, logits, routers, targets, aux=True):
-    """transformers' loss (mean cross-entropy, plus coef * aux with output_router_logits) times
-    the targets counted: what bora's train graph returns."""
+def router_z_loss(routers):
+    """transformers' router_z_loss_func (switch_transformers) over the layers' router logits
+    concatenated: the mean over the rows of logsumexp(logits)^2."""
+    logits = torch.cat(routers, dim=0)
+    log_z = torch.logsumexp(logits, dim=-1)
+    return torch.sum(log_z ** 2) / logits.shape[0]
+
+
+def total_loss(c, logits, routers, targets, aux=True, z=True):
+    """transformers' loss (mean cross-entropy, plus coef * aux with output_router_logits), plus
+    router_z_loss_coef * z, times the targets counted: what bora's train graph returns."""
     n = (targets != -100).sum()
     loss = loss_sum(logits, targets) / n
     if aux and c["output_router_logits"]:
         loss = loss + c["router_aux_loss_coef"] * load_balancing_loss(
             routers, c["num_local_experts"], c["num_experts_per_tok"])
+    if z and c["router_z_loss_coef"]:
+        loss = loss + c["router_z_loss_coef"] * router_z_loss(routers)
     return loss * n
 
 
@@ -212,6 +231,17 @@ def compare(d, hvp=False):
         print(f"ablation: without the load-balancing loss the loss is {rel:.3g} from bora's "
               "(> 1e-3)")
         ok &= rel > 1e-3
+    if c["router_z_loss_coef"]:  # so must the z-loss, in the loss and the routers' gradients
+        logits, routers = forward_routed(params, c, ids, seg)  # the first graph is spent
+        bare = total_loss(c, logits, routers, targets, z=False)
+        rel = abs(bare.item() - ours["loss_sum"].item()) / abs(bare.item())
+        gates = [k for k in params if k.endswith("gate.weight")]
+        grads = torch.autograd.grad(bare, [params[k] for k in gates])
+        far = min((g - ours["grad." + k].double()).abs().max().item() / g.abs().max().item()
+                  for k, g in zip(gates, grads))
+        print(f"ablation: without the z-loss the loss is {rel:.3g} from bora's (> 1e-3), the "
+              f"routers' gradients at least {far:.3g} of their scale (> 2e-2)")
+        ok &= rel > 1e-3 and far > 2e-2
     print("mixtral_torch: " + ("all checks passed" if ok else "FAILED"))
     return 0 if ok else 1
 
@@ -227,6 +257,8 @@ def compare(d, hvp=False):
 #   reference ignores that key).
 # mixtral_top1: 3 experts, top 1 (each token's weight renormalises to 1), so the routers'
 #   gradient is the load-balancing loss's alone (coefficient 0.2).
+# mixtral_z: 4 experts, top 2, no load-balancing loss, the router z-loss (coefficient 0.05,
+#   large enough that its share of the routers' gradient shows).
 # Without the load-balancing loss a router row gets a gradient only through the chosen experts'
 # renormalised weights: zero with top 1, and zero for an expert no token chooses (its
 # probability cancels in the renormalisation), which the comparison could only match as noise
@@ -241,8 +273,10 @@ CONFIGS = {
                           router_aux_loss_coef=0.3, gradient_checkpointing=True),
     "mixtral_top1": dict(BASE, num_local_experts=3, num_experts_per_tok=1,
                          output_router_logits=True, router_aux_loss_coef=0.2),
+    "mixtral_z": dict(BASE, num_local_experts=4, num_experts_per_tok=2,
+                      output_router_logits=False, router_z_loss_coef=0.05),
 }
-SEEDS = dict(mixtral=0, mixtral_empty=2, mixtral_top1=1)  # seeds whose routing passes (e)
+SEEDS = dict(mixtral=0, mixtral_empty=2, mixtral_top1=1, mixtral_z=3)  # routing passes (e)
 B, T = 2, 16
 DOC = 6  # the written mixtral case's second document starts here
 
@@ -370,6 +404,20 @@ def check_aux(c):
     return ok, f"uniform {uniform:.6g} (want {k}), lopsided {lopsided:.6g} (want {E})"
 
 
+def check_z(c):
+    """(h) the router z-loss on hand-made routers: equal logits a give (a + log E)^2 per row; a
+    row with one logit far above the rest gives that logit squared; rows of both kinds in two
+    layers, their mean."""
+    E = c["num_local_experts"]
+    flat = router_z_loss((torch.full((3, E), 0.5), torch.full((5, E), 0.5))).item()
+    peak = torch.full((2, E), -40.0)
+    peak[:, 1] = 3.0
+    mixed = router_z_loss((torch.zeros(2, E), peak)).item()
+    want_flat, want_mixed = (0.5 + math.log(E)) ** 2, (math.log(E) ** 2 + 9) / 2
+    ok = abs(flat - want_flat) < 1e-12 and abs(mixed - want_mixed) < 1e-12
+    return ok, f"equal {flat:.6g} (want {want_flat:.6g}), mixed {mixed:.6g} (want {want_mixed:.6g})"
+
+
 def case_segments(name):
     """The written case's segment_ids: two documents per row in mixtral, none elsewhere."""
     return (torch.arange(T) >= DOC).long().expand(B, T).clone() if name == "mixtral" else None
@@ -390,7 +438,7 @@ def check_routing(name, p, c, ids):
 
 
 def self_check():
-    """Each configuration through (a)-(e): what can be checked of the reference without bora."""
+    """Each configuration through (a)-(h): what can be checked of the reference without bora."""
     ok = True
     for name in CONFIGS:
         _, c, p, ids, targets, gen = make_case(name)
@@ -401,7 +449,8 @@ def self_check():
                    ("(d) balance loss", check_aux(c)),
                    ("(e) routing", check_routing(name, p, c, ids)),
                    ("(f) window", lt.check_window(p, c, ids, fwd=forward)),
-                   ("(g) documents", lt.check_segments(p, c, ids, fwd=forward))]
+                   ("(g) documents", lt.check_segments(p, c, ids, fwd=forward)),
+                   ("(h) z-loss", check_z(c))]
         for what, (good, text) in results:
             print(f"{name:13s} {what:20s} {'ok  ' if good else 'FAIL'} {text}")
             ok &= good

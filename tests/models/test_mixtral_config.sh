@@ -38,6 +38,8 @@ expect 1 "model.num_local_experts: 0; give at least 1 expert" "{$size, num_local
 expect 1 "model.router_jitter_noise: 0.01; bora routes without jitter (give 0)" \
     "{$size, router_jitter_noise: 0.01}"
 expect 1 "model.router_aux_loss_coef: nan is not a number" "{$size, router_aux_loss_coef: .nan}"
+expect 1 "model.router_z_loss_coef: -1; give 0 (off) or a positive weight" \
+    "{$size, router_z_loss_coef: -1}"
 expect 1 "model.hidden_act: 'gelu' is not supported" "{$size, hidden_act: gelu}"
 expect 1 "model.attention_dropout: 0.1; bora trains without dropout" "{$size, attention_dropout: 0.1}"
 expect 1 "unknown key 'mlp_bias' in model (mixtral)" "{$size, mlp_bias: false}"
@@ -57,9 +59,44 @@ run ck-false false
 run ck-true true
 run threads-2 false --trainer.num_threads=2
 run bf16 false --trainer.mp=p=f32,c=bf16
+run micro false --trainer.per_device_parallelism=2
 a=$(losses ck-false) b=$(losses ck-true) c=$(losses threads-2) d=$(losses bf16)
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "gradient_checkpointing changed the losses: '$a' against '$b'"
 [ "$a" = "$c" ] || fail "2 threads changed the losses: '$a' against '$c'"
+# the model's metrics (aux, z, each layer's expert load): logged every step, bitwise the same
+# with checkpointing and 2 threads, and each layer's loads sum to 1
+metrics() { grep '"train/aux_loss"' "$1.jsonl"; }
+[ "$(metrics ck-false | wc -l)" = 3 ] || fail "metrics: $(cat ck-false.jsonl)"
+[ "$(metrics ck-false)" = "$(metrics ck-true)" ] && [ "$(metrics ck-false)" = "$(metrics threads-2)" ] ||
+    fail "metrics differ with checkpointing or threads: $(metrics ck-false) / $(metrics threads-2)"
+# (with 2 micro-batches a step too: their mean)
+for id in ck-false micro; do
+    sums=$(metrics $id | tr ',{}' '\n\n\n' |
+        sed -n 's/"train\/expert_load\/layer\([0-9]*\)\/[0-9]*":\(.*\)/\1 \2/p' |
+        awk '{t[$1] += $2; n[$1]++} END {for (l in t) printf "%d:%d:%.6f\n", l, n[l], t[l]}' | sort | tr '\n' ' ')
+    [ "$sums" = "0:12:3.000000 1:12:3.000000 " ] ||
+        fail "$id: expert loads: 3 steps x 4 experts per layer should sum to 3 per layer: '$sums'"
+done
+metrics ck-false | grep -q '"train/router_z_loss"' || fail "no train/router_z_loss: $(metrics ck-false)"
+# MFU on the active parameters: 2 layers x 4 experts x 3 x 32 x 24 = 18432 in the experts, of
+# which a token uses 2 of 4: 41440 - 18432 / 2
+expect 0 "N_active = 32224 of N = 41440" "{$size, num_local_experts: 4}" train run.yaml \
+    --trainer.id=flops
+# the router z-loss: in the loss (other losses than without it), left out of config.json by
+# export, with a warning
+zrun() {
+    expect 0 "trained 3 steps" "{$size, num_local_experts: 4, router_z_loss_coef: $1}" \
+        train run.yaml --trainer.id="z$1" "--trainer.tracker={type: jsonl, path: $work/z$1.jsonl}"
+}
+zrun 0
+zrun 0.5
+[ -n "$(losses z0)" ] && [ "$(losses z0)" != "$(losses z0.5)" ] ||
+    fail "router_z_loss_coef 0.5 left the losses as they were: $(losses z0)"
+out=$("$bora" --plugin-dir "$plugins" export --checkpoint ckpt/z0.5/step-3 --out hf-z 2>&1) ||
+    fail "export with the z-loss: $out"
+case $out in *"model.router_z_loss_coef 0.5 is not written to config.json"*) ;;
+*) fail "export with the z-loss: no warning in: $out" ;; esac
+! grep -q router_z_loss hf-z/config.json || fail "export wrote router_z_loss: $(cat hf-z/config.json)"
 [ "$(echo "$d" | wc -l)" = 3 ] && [ "$d" != "$a" ] || fail "c=bf16: losses '$d' (f32: '$a')"
 # export: config.json with MixtralConfig's keys, each expert under Hugging Face's name
 "$bora" --plugin-dir "$plugins" export --checkpoint ckpt/ck-true/step-3 --out hf > export.log 2>&1 ||

@@ -1,7 +1,8 @@
 /* plugins/models/mixtral/config.c — Mixtral's keys, read and checked. The keys and defaults are
  * Hugging Face's MixtralConfig, so a config.json's values copy into model: unchanged (and
  * mixtral_hf_config writes them back). Beyond those: seq_len (positions per training window and
- * in the KV cache) and gradient_checkpointing. */
+ * in the KV cache), gradient_checkpointing and router_z_loss_coef (export leaves it out, with a
+ * warning). */
 #include "mixtral.h"
 
 #include <math.h>
@@ -45,6 +46,9 @@ const bora_key mixtral_keys[] = {
            "train: add the load-balancing loss, router_aux_loss_coef times transformers' "
            "load_balancing_loss_func, to the mean loss"),
     K_FLOAT("router_aux_loss_coef", "0.001", "the load-balancing loss's weight"),
+    K_FLOAT("router_z_loss_coef", "0.0",
+            "train: add ST-MoE's router z-loss times this to the mean loss (0: off; not a "
+            "config.json key: export refuses a non-zero value)"),
     K_FLOAT("router_jitter_noise", "0.0",
             "multiplicative noise on the router's input in training (only 0 is supported)"),
     K_BOOL("gradient_checkpointing", "false",
@@ -107,6 +111,7 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, void 
         (st = h->config_int(h, cfg, "num_experts_per_tok", 2, &m->num_experts_per_tok)) ||
         (st = h->config_bool(h, cfg, "output_router_logits", 0, &m->output_router_logits)) ||
         (st = h->config_float(h, cfg, "router_aux_loss_coef", 0.001, &m->router_aux_loss_coef)) ||
+        (st = h->config_float(h, cfg, "router_z_loss_coef", 0.0, &m->router_z_loss_coef)) ||
         (st = h->config_float(h, cfg, "router_jitter_noise", 0.0, &jitter)))
         return st;
     int64_t E = m->num_local_experts, k = m->num_experts_per_tok;
@@ -128,6 +133,10 @@ static bora_status read_config(const bora_host *h, const bora_config *cfg, void 
     if (!isfinite(m->router_aux_loss_coef))
         return h->fail(h, BORA_ERR_CONFIG, "model.router_aux_loss_coef: %g is not a number",
                        m->router_aux_loss_coef);
+    if (!isfinite(m->router_z_loss_coef) || m->router_z_loss_coef < 0)
+        return h->fail(h, BORA_ERR_CONFIG,
+                       "model.router_z_loss_coef: %g; give 0 (off) or a positive weight",
+                       m->router_z_loss_coef);
     if (jitter != 0)
         return h->fail(h, BORA_ERR_CONFIG,
                        "model.router_jitter_noise: %g; bora routes without jitter (give 0)",
@@ -151,6 +160,14 @@ bora_status mixtral_hf_config(bora_model *model, char *buf, size_t cap, size_t *
 {
     const mixtral *m = (const mixtral *)model;
     decoder_json b = {buf, cap, 0};
+    /* bora's own training key: the weights export unchanged (inference has no z-loss), but
+     * transformers would fine-tune them without it */
+    if (m->router_z_loss_coef != 0 && cap > 0)
+        m->d.h->log(m->d.h, BORA_LOG_WARN,
+                    "model.router_z_loss_coef %g is not written to config.json: Hugging Face's "
+                    "MixtralConfig has no router z-loss, so transformers trains the exported "
+                    "model without it (its outputs are the same)",
+                    m->router_z_loss_coef);
     decoder_put(&b,
                 "{\"architectures\": [\"MixtralForCausalLM\"], \"model_type\": \"mixtral\", "
                 "\"vocab_size\": %lld, \"hidden_size\": %lld, \"intermediate_size\": %lld, "

@@ -15,7 +15,9 @@
  * by the step's count of targets (not -100), so the graph adds that count times
  * router_aux_loss_coef · aux, aux taken over all the micro-batch's tokens (no attention mask, as
  * transformers without one). With several micro-batches a step's loss has the token-weighted mean
- * of their aux terms. */
+ * of their aux terms. router_z_loss_coef (bora's own key) adds ST-MoE's router z-loss the same
+ * way: that count times router_z_loss_coef · z. In training the graph declares aux, z and each
+ * layer's expert load as metrics (bora_graph_metric), whatever goes into the loss. */
 #include "mixtral.h"
 
 #include <math.h>
@@ -64,8 +66,8 @@ static bora_status mixtral_build(bora_model *model, bora_graph *g, int32_t mode,
                             "grouped_matmul (ABI 1.13)");
     decoder_ctx c;
     decoder_inputs(&c, &m->d, g, mode);
-    int balance = mode == BORA_MODE_TRAIN && m->output_router_logits;
-    moe_balance bal = {NULL, NULL, 0};
+    int train = mode == BORA_MODE_TRAIN;
+    moe_balance bal = {NULL, NULL, NULL, 0};
     bora_tensor *embed = decoder_embed_table(&c, &m->d);
     /* (batch, position, embed): the residual stream */
     bora_tensor *x = bora_residual(g, A->embedding(g, embed, c.ids, "vocab"));
@@ -76,7 +78,7 @@ static bora_status mixtral_build(bora_model *model, bora_graph *g, int32_t mode,
         snprintf(n, sizeof n, "model.layers.%lld.input_layernorm", (long long)l);
         x = bora_residual(g, bora_add(g, x, self_attention(&c, m, l, rms(&c, m, n, x))));
         snprintf(n, sizeof n, "model.layers.%lld.post_attention_layernorm", (long long)l);
-        bora_tensor *y = moe_block(&c, m, l, rms(&c, m, n, x), balance ? &bal : NULL);
+        bora_tensor *y = moe_block(&c, m, l, rms(&c, m, n, x), train ? &bal : NULL);
         x = bora_residual(g, bora_add(g, x, y));
     }
     if (m->d.gradient_checkpointing)
@@ -84,8 +86,16 @@ static bora_status mixtral_build(bora_model *model, bora_graph *g, int32_t mode,
     x = rms(&c, m, "model.norm", x);
     bora_tensor *logits = decoder_lm_head(&c, &m->d, x, embed); /* (batch, position, vocab) */
     bora_tensor *per_target = NULL;
-    if (balance)
-        per_target = A->scale(g, moe_balance_loss(&c, m, &bal), m->router_aux_loss_coef);
+    if (train) { /* the routers' losses, logged whether or not the loss has them */
+        bora_tensor *aux = bora_graph_metric(g, moe_balance_loss(&c, m, &bal), "aux_loss");
+        bora_tensor *z = bora_graph_metric(g, moe_z_loss(&c, &bal), "router_z_loss");
+        if (m->output_router_logits)
+            per_target = A->scale(g, aux, m->router_aux_loss_coef);
+        if (m->router_z_loss_coef != 0) {
+            bora_tensor *zt = A->scale(g, z, m->router_z_loss_coef);
+            per_target = per_target ? bora_add(g, per_target, zt) : zt;
+        }
+    }
     return decoder_output_plus(&c, logits, per_target, out);
 }
 

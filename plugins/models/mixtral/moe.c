@@ -1,6 +1,7 @@
 /* plugins/models/mixtral/moe.c — Mixtral's sparse MoE block (MixtralSparseMoeBlock) on the
  * engine's routing ops (docs/design.md, "Mixture-of-experts routing"), and the load-balancing
- * loss of its routers (transformers' load_balancing_loss_func; Fedus et al. 2021, eqs. 4-6).
+ * loss of its routers (transformers' load_balancing_loss_func; Fedus et al. 2021, eqs. 4-6),
+ * their z-loss (ST-MoE) and each layer's expert load, declared as metrics.
  *
  *     p = softmax(gate(x))                        (token, expert), f32
  *     w, e = top_k(p, k); w = w / sum(w)          (token, choice): renormalised weights
@@ -54,8 +55,8 @@ bora_tensor *moe_block(decoder_ctx *c, const mixtral *m, int64_t l, bora_tensor 
 
     /* the router, in f32: softmax over the experts, the top k, their weights renormalised */
     snprintf(n, sizeof n, "%s.gate", p);
-    bora_tensor *probs = A->softmax(g, decoder_linear(c, n, x, "embed", D, "expert", E, 0, 0),
-                                    "expert"); /* (token, expert) */
+    bora_tensor *logits = decoder_linear(c, n, x, "embed", D, "expert", E, 0, 0);
+    bora_tensor *probs = A->softmax(g, logits, "expert"); /* (token, expert) */
     bora_tensor *chosen = NULL;
     bora_tensor *weights = A->top_k(g, probs, "expert", k, "choice", &chosen); /* (token, choice) */
     const char *choice[1] = {"choice"}, *tc[2] = {"token", "choice"};
@@ -85,12 +86,23 @@ bora_tensor *moe_block(decoder_ctx *c, const mixtral *m, int64_t l, bora_tensor 
     bora_tensor *y = A->reduce(g, BORA_OP_SUM, bora_mul(g, ys, weights), 1, choice);
 
     if (bal) { /* per expert: the rows it got (no gradient) and its probability summed */
-        const char *token[1] = {"token"};
+        const char *token[1] = {"token"}, *expert[1] = {"expert"};
         bora_tensor *prob = A->reduce(g, BORA_OP_SUM, probs, 1, token);
         bora_tensor *routed = sizes ? A->cast(g, sizes, BORA_DTYPE_F32) : NULL;
         bal->prob = bal->prob ? bora_add(g, bal->prob, prob) : prob;
         bal->routed = bal->routed ? bora_add(g, bal->routed, routed) : routed;
         bal->rows += N;
+        /* the layer's load: the fraction of its N·k (token, choice) rows each expert got */
+        snprintf(n, sizeof n, "expert_load/layer%lld", (long long)l);
+        bora_graph_metric(g, A->scale(g, routed, 1.0 / ((double)N * (double)k)), n);
+        /* z: logsumexp of each token's router logits (its max taken out first), squared */
+        bora_tensor *top = A->reduce(g, BORA_OP_MAX, logits, 1, expert); /* (token) */
+        bora_tensor *shifted = bora_sub(g, logits, A->broadcast(g, top, (bora_axis){"expert", E}));
+        bora_tensor *sum =
+            A->reduce(g, BORA_OP_SUM, bora_unary(g, BORA_OP_EXP, shifted), 1, expert);
+        bora_tensor *lse = bora_add(g, top, bora_unary(g, BORA_OP_LOG, sum));
+        bora_tensor *z = A->reduce(g, BORA_OP_SUM, bora_mul(g, lse, lse), 1, token);
+        bal->z = bal->z ? bora_add(g, bal->z, z) : z;
     }
     return A->split(g, y, "token", 2, c->io); /* (batch, position, embed) */
 }
@@ -107,4 +119,12 @@ bora_tensor *moe_balance_loss(decoder_ctx *c, const mixtral *m, const moe_balanc
         c->A->reduce(c->g, BORA_OP_SUM, bora_mul(c->g, bal->routed, bal->prob), 1, expert);
     double R = (double)bal->rows;
     return c->A->scale(c->g, s, (double)m->num_local_experts / (R * R));
+}
+
+/* ST-MoE's router z-loss (Zoph et al. 2022, eq. 5), as transformers' router_z_loss_func takes
+ * it over the layers' router logits concatenated: the mean over the R = layers x tokens rows of
+ * logsumexp(logits)², which keeps the logits small. */
+bora_tensor *moe_z_loss(decoder_ctx *c, const moe_balance *bal)
+{
+    return c->A->scale(c->g, bal->z, 1.0 / (double)bal->rows);
 }
