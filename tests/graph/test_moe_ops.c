@@ -575,8 +575,31 @@ done:
 
 /* ---- threads ------------------------------------------------------------------------------ */
 
-/* An f32 grouped product past one block of rows (700 rows, sizes {650, 0, 40}) and its
- * gradients on threads threads: y, dx and dw appended to out (floats). */
+/* The largest difference of y (R, N) from a plain f64 loop of x (R, K) times w (E, N, K)ᵀ by
+ * groups of sizes, rows past their sum zero, relative to y's largest magnitude. */
+static double grouped_error(const float *x, const float *w, const int32_t *sizes, int E, int R,
+                            int K, int N, const float *y)
+{
+    double worst = 0, scale = 1e-30;
+    for (int r = 0; r < R; r++) {
+        int group = -1, start = 0;
+        for (int g = 0; g < E; start += sizes[g], g++)
+            if (r >= start && r < start + sizes[g])
+                group = g;
+        for (int n = 0; n < N; n++) {
+            double want = 0;
+            for (int k = 0; group >= 0 && k < K; k++)
+                want += (double)x[r * K + k] * w[(group * N + n) * K + k];
+            worst = fmax(worst, fabs(y[r * N + n] - want));
+            scale = fmax(scale, fabs(want));
+        }
+    }
+    return worst / scale;
+}
+
+/* An f32 grouped product past one block of rows (700 rows, sizes {650, 0, 40}: group 0 is two
+ * blocks) and its gradients on threads threads: y, dx and dw appended to out (floats); y must
+ * match a plain loop. */
 static int run_threads(int threads, float *out)
 {
     enum { R = 700, K = 48, N = 80, E = 3 };
@@ -597,6 +620,12 @@ static int run_threads(int threads, float *out)
              !g_store_materialize(r.store) && !g_set_input(g, "sizes", sizes, sizeof sizes) &&
              !g_run(g) && !g_read(g, y, out, sizeof(float) * R * N);
     if (ok) {
+        double err = grouped_error(rig_param(&r, "x"), rig_param(&r, "w"), sizes, E, R, K, N, out);
+        if (!(err < 1e-5)) {
+            fprintf(stderr, "threads %d: grouped_matmul of 700 rows is %g off a loop\n", threads,
+                    err);
+            ok = 0;
+        }
         memcpy(out + R * N, rig_grad(&r, "x"), sizeof(float) * R * K);
         memcpy(out + R * N + R * K, rig_grad(&r, "w"), sizeof(float) * E * K * N);
     } else {
