@@ -10,7 +10,15 @@ group (repeat_kv), a SwiGLU MLP, linears without biases, a final RMSNorm and an 
 unless tie_word_embeddings). Keys it does not model (biases, rope_scaling, sliding windows) are
 refused, so the peer never times a different function from the one bora runs.
 
-usage: /usr/bin/python3 torch_step.py [--llama JSON] BATCH SEQ STEPS THREADS [bf16]
+With --mixtral it is Hugging Face's MixtralForCausalLM: the same decoder (Mistral's attention,
+without a window) whose MLP is MixtralSparseMoeBlock as transformers writes it: router logits
+gate(x), a softmax over the experts in f32, torch.topk of num_experts_per_tok, the weights
+divided by their sum, then a loop over the experts, each finding its tokens with torch.where on
+the one-hot of the choices, running them through w2(silu(w1 x) * w3 x), scaling by their weights
+and index_add_-ing the rows back. No load-balancing loss (output_router_logits false, as bora's
+benchmark model).
+
+usage: /usr/bin/python3 torch_step.py [--llama JSON | --mixtral JSON] BATCH SEQ STEPS THREADS [bf16]
        TORCH_STEP_DEVICE=cuda: the GPT-2 step on the GPU instead (scripts/gpu-check's peer)
        /usr/bin/python3 torch_step.py --llama JSON --params
            the Llama's parameter count, params=N (bench/step/run checks it against bora's)
@@ -19,9 +27,12 @@ usage: /usr/bin/python3 torch_step.py [--llama JSON] BATCH SEQ STEPS THREADS [bf
            model's initial weights, Hugging Face's names), inputs.safetensors (2 sequences of SEQ
            random ids and targets) and outputs.safetensors (this model's f32 logits, summed loss
            and every gradient), so the reference can check the peer computes Llama's function
+       /usr/bin/python3 torch_step.py --mixtral JSON --params | --write-case SEQ DIR
+           the same for the Mixtral (the case for tests/models/mixtral_torch.py)
 JSON is an object of config.json keys: hidden_size, intermediate_size, num_hidden_layers,
 num_attention_heads, num_key_value_heads, vocab_size, and optionally head_dim, rope_theta,
-rms_norm_eps, initializer_range, tie_word_embeddings."""
+rms_norm_eps, initializer_range, tie_word_embeddings; for --mixtral also num_local_experts and
+num_experts_per_tok (MixtralConfig's defaults: 8 and 2, rope_theta 1e6, rms_norm_eps 1e-5)."""
 import json
 import math
 import os
@@ -81,38 +92,59 @@ LLAMA_FIXED = dict(model_type="llama", hidden_act="silu", attention_bias=False, 
                    rope_scaling=None)
 
 
-def llama_config(text):
-    """The --llama JSON as a dict with every key set; an error names the key and the fix."""
+# MixtralConfig's keys: the Llama's without its biases, the experts', and MixtralConfig's defaults
+MIXTRAL_REQUIRED = LLAMA_REQUIRED
+MIXTRAL_OPTIONAL = dict(head_dim=None, rope_theta=1e6, rms_norm_eps=1e-5, initializer_range=0.02,
+                        tie_word_embeddings=False, model_type="mixtral", seq_len=None,
+                        max_position_embeddings=None, hidden_act="silu", rope_scaling=None,
+                        sliding_window=None, num_local_experts=8, num_experts_per_tok=2,
+                        output_router_logits=False, router_aux_loss_coef=0.001,
+                        router_jitter_noise=0.0, attention_dropout=0.0)
+MIXTRAL_FIXED = dict(model_type="mixtral", hidden_act="silu", rope_scaling=None,
+                     sliding_window=None, output_router_logits=False, router_jitter_noise=0.0,
+                     attention_dropout=0.0)
+KINDS = dict(llama=(LLAMA_REQUIRED, LLAMA_OPTIONAL, LLAMA_FIXED),
+             mixtral=(MIXTRAL_REQUIRED, MIXTRAL_OPTIONAL, MIXTRAL_FIXED))
+
+
+def model_config(kind, text):
+    """The --llama or --mixtral JSON as a dict with every key set; an error names the key and the
+    fix."""
+    required, optional, fixed = KINDS[kind]
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as e:
-        sys.exit("torch_step: --llama: not a JSON object (%s)" % e)
+        sys.exit("torch_step: --%s: not a JSON object (%s)" % (kind, e))
     if not isinstance(cfg, dict):
-        sys.exit("torch_step: --llama: not a JSON object of config.json keys")
+        sys.exit("torch_step: --%s: not a JSON object of config.json keys" % kind)
     for k in cfg:
-        if k not in LLAMA_REQUIRED and k not in LLAMA_OPTIONAL:
-            sys.exit("torch_step: --llama: key %r is not modelled here (known: %s)"
-                     % (k, ", ".join(LLAMA_REQUIRED + tuple(LLAMA_OPTIONAL))))
-    for k, v in LLAMA_FIXED.items():
+        if k not in required and k not in optional:
+            sys.exit("torch_step: --%s: key %r is not modelled here (known: %s)"
+                     % (kind, k, ", ".join(required + tuple(optional))))
+    for k, v in fixed.items():
         if cfg.get(k, v) != v:
-            sys.exit("torch_step: --llama: %s %r is not modelled here (only %r)"
-                     % (k, cfg[k], v))
-    c = dict(LLAMA_OPTIONAL, **cfg)
-    for k in LLAMA_REQUIRED:
+            sys.exit("torch_step: --%s: %s %r is not modelled here (only %r)"
+                     % (kind, k, cfg[k], v))
+    c = dict(optional, **cfg)
+    for k in required + (("num_local_experts", "num_experts_per_tok") if kind == "mixtral"
+                         else ()):
         if not isinstance(c.get(k), int) or c[k] <= 0:
-            sys.exit("torch_step: --llama: %s must be a positive integer (got %r)"
-                     % (k, c.get(k)))
+            sys.exit("torch_step: --%s: %s must be a positive integer (got %r)"
+                     % (kind, k, c.get(k)))
+    if kind == "mixtral" and c["num_experts_per_tok"] > c["num_local_experts"]:
+        sys.exit("torch_step: --mixtral: num_experts_per_tok %d must be at most "
+                 "num_local_experts %d" % (c["num_experts_per_tok"], c["num_local_experts"]))
     if c["num_attention_heads"] % c["num_key_value_heads"]:
-        sys.exit("torch_step: --llama: num_key_value_heads %d must divide num_attention_heads %d"
-                 % (c["num_key_value_heads"], c["num_attention_heads"]))
+        sys.exit("torch_step: --%s: num_key_value_heads %d must divide num_attention_heads %d"
+                 % (kind, c["num_key_value_heads"], c["num_attention_heads"]))
     if c["head_dim"] is None:
         if c["hidden_size"] % c["num_attention_heads"]:
-            sys.exit("torch_step: --llama: num_attention_heads %d must divide hidden_size %d "
-                     "(or give head_dim)" % (c["num_attention_heads"], c["hidden_size"]))
+            sys.exit("torch_step: --%s: num_attention_heads %d must divide hidden_size %d "
+                     "(or give head_dim)" % (kind, c["num_attention_heads"], c["hidden_size"]))
         c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
     if c["head_dim"] % 2:
-        sys.exit("torch_step: --llama: head_dim %d must be even for rotary positions"
-                 % c["head_dim"])
+        sys.exit("torch_step: --%s: head_dim %d must be even for rotary positions"
+                 % (kind, c["head_dim"]))
     return c
 
 
@@ -169,16 +201,60 @@ class LlamaMLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class MixtralSparseMoeBlock(nn.Module):
+    """transformers' MixtralSparseMoeBlock: route, then loop over the experts."""
+
+    def __init__(self, c):
+        super().__init__()
+        E, Fi, self.k = c["hidden_size"], c["intermediate_size"], c["num_experts_per_tok"]
+        self.E = c["num_local_experts"]
+        self.gate = nn.Linear(E, self.E, bias=False)
+        self.experts = nn.ModuleList(MixtralExpert(E, Fi) for _ in range(self.E))
+
+    def forward(self, h):
+        B, T, D = h.shape
+        x = h.view(-1, D)
+        router_logits = self.gate(x)
+        w = F.softmax(router_logits, dim=1, dtype=torch.float)
+        w, selected = torch.topk(w, self.k, dim=-1)
+        w = (w / w.sum(dim=-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros((B * T, D), dtype=x.dtype, device=x.device)
+        mask = F.one_hot(selected, num_classes=self.E).permute(2, 1, 0)  # (expert, choice, token)
+        for e in range(self.E):
+            idx, top_x = torch.where(mask[e])
+            if top_x.shape[0] == 0:
+                continue
+            y = self.experts[e](x[top_x]) * w[top_x, idx, None]
+            out.index_add_(0, top_x, y.to(x.dtype))
+        return out.view(B, T, D)
+
+
+class MixtralExpert(nn.Module):  # MixtralBlockSparseTop2MLP
+    def __init__(self, E, Fi):
+        super().__init__()
+        self.w1 = nn.Linear(E, Fi, bias=False)
+        self.w2 = nn.Linear(Fi, E, bias=False)
+        self.w3 = nn.Linear(E, Fi, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
 class LlamaLayer(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.self_attn, self.mlp = LlamaAttention(c), LlamaMLP(c)
+        self.self_attn = LlamaAttention(c)
+        if c["model_type"] == "mixtral":
+            self.block_sparse_moe = MixtralSparseMoeBlock(c)
+        else:
+            self.mlp = LlamaMLP(c)
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
 
     def forward(self, x, cos, sin, mask):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        ffn = self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp
+        return x + ffn(self.post_attention_layernorm(x))
 
 
 class LlamaModel(nn.Module):
@@ -190,7 +266,9 @@ class LlamaModel(nn.Module):
 
 
 class Llama(nn.Module):
-    """Parameter names are the Hugging Face state dict's (model.layers.N.self_attn.q_proj...)."""
+    """Parameter names are the Hugging Face state dict's (model.layers.N.self_attn.q_proj...);
+    with model_type mixtral, MixtralForCausalLM's (model.layers.N.block_sparse_moe.gate,
+    .experts.E.w1 ...)."""
 
     def __init__(self, c):
         super().__init__()
@@ -200,7 +278,7 @@ class Llama(nn.Module):
             self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
         hd = c["head_dim"]
         self.inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2).float() / hd))
-        for name, p in self.named_parameters():  # LlamaPreTrainedModel's initialisation
+        for name, p in self.named_parameters():  # the PreTrainedModels' initialisation
             if p.dim() == 2:
                 nn.init.normal_(p, std=c["initializer_range"])
 
@@ -225,8 +303,9 @@ class Llama(nn.Module):
 
 
 def write_case(c, seq, d):
-    """The model's initial weights, inputs and f32 outputs as tests/models/llama_torch.py reads
-    them (F32 and I32 safetensors; the loss summed over the targets, as bora's loss_sum)."""
+    """The model's initial weights, inputs and f32 outputs as tests/models/llama_torch.py (and
+    mixtral_torch.py) read them (F32 and I32 safetensors; the loss summed over the targets, as
+    bora's loss_sum)."""
     torch.manual_seed(0)
     model = Llama(c)
     ids = torch.randint(0, c["vocab_size"], (2, seq))
@@ -276,6 +355,7 @@ def blas_line():
 
 
 def main(batch, seq, steps, threads, bf16, llama):
+    """llama: None for GPT-2, else the --llama or --mixtral config (model_type says which)."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     device = os.environ.get("TORCH_STEP_DEVICE", "cpu")
@@ -325,8 +405,8 @@ def positive(text, what):
 
 if __name__ == "__main__":
     args, llama = sys.argv[1:], None
-    if args[:1] == ["--llama"] and len(args) >= 2:
-        llama, args = llama_config(args[1]), args[2:]
+    if args[:1] in (["--llama"], ["--mixtral"]) and len(args) >= 2:
+        llama, args = model_config(args[0][2:], args[1]), args[2:]
         if args == ["--params"]:
             print("params=%d" % sum(p.numel() for p in Llama(llama).parameters()))
             sys.exit(0)

@@ -58,7 +58,7 @@ want="past 2^31 floats" refused --llama 100000000 1 64 32000 4 2 96
 
 # (b) the benchmark's own check, on a Llama small enough for a test (Llama 2's 32,000 ids)
 keys='"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000, "tie_word_embeddings": false, "rope_theta": 10000.0'
-BENCH_BUILD=$build BENCH_SIZES=2x16 BENCH_LLAMA_KEYS=$keys bash "$src/bench/step/run" --check > "$tmp/check" 2>&1 ||
+BENCH_BUILD=$build BENCH_SIZES=2x16 BENCH_MODELS=llama BENCH_LLAMA_KEYS=$keys bash "$src/bench/step/run" --check > "$tmp/check" 2>&1 ||
     { echo "FAIL: bench/step/run --check:"; cat "$tmp/check"; exit 1; }
 cat "$tmp/check"
 # 32000 × 64 twice, per layer q, k, v, o, gate, up, down and two norms, and the final norm

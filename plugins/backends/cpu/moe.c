@@ -2,13 +2,15 @@
  * contract): top_k's indices per row, the stable argsort and the bincount of routing keys, and
  * grouped products, each group of rows times its own matrix on MATMUL's path (sgemm in blocks that
  * depend on the shape alone, f64 naive, bf16 widened for sgemm). Rows of top_k run in parallel,
- * one thread per row; the sorts and counts are sequential; every product's summation order
- * depends on the group sizes alone, so the results are the same bits at any thread count. */
+ * one thread per row; the sorts and counts are sequential; the groups' row blocks of a grouped
+ * product run in parallel; every product's summation order depends on the group sizes alone, so
+ * the results are the same bits at any thread count. */
 #include "cpu.h"
 
 #include <bora/graph.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- top_k -------------------------------------------------------------------------------- */
@@ -163,24 +165,65 @@ static void zero_rows(const bora_tensor_desc *t, int64_t r0, int64_t R)
             memset((char *)t->data + (size_t)(r * t->strides[0] + c * t->strides[1]) * es, 0, es);
 }
 
-/* y = x w_e per group of rows (x (R, K), w (E, K, N), sizes (E)); rows past the sum are zero. */
+/* Rows per block of a group's product: MATMUL's own row blocks (kernels.c: the rows in
+ * ceil(n/512) equal parts, multiples of 8), so a block's product is the call the group's whole
+ * product would have made for those rows, with the same bits. */
+#define GROUP_BLOCK_ROWS 512
+
+static int64_t group_block(int64_t n)
+{
+    if (n <= 0)
+        return 1;
+    int64_t parts = (n + GROUP_BLOCK_ROWS - 1) / GROUP_BLOCK_ROWS;
+    int64_t size = ((n + parts - 1) / parts + 7) / 8 * 8;
+    return size < n ? size : n;
+}
+
+/* y = x w_e per group of rows (x (R, K), w (E, K, N), sizes (E)); rows past the sum are zero.
+ * A group of a few hundred rows is one block, which MATMUL's own loop would give one thread; so
+ * the blocks of all groups are one parallel loop instead, each block's product run
+ * single-threaded inside it (blocks are independent: the bits do not depend on which thread
+ * runs one, or on how many there are). */
 static bora_status grouped_matmul(bora_backend *b, const bora_kernel_args *a)
 {
     const bora_tensor_desc *x = &a->inputs[0], *w = &a->inputs[1], *s = &a->inputs[2];
     const bora_tensor_desc *y = &a->outputs[0];
-    int64_t R = x->dims[0], r0 = 0;
+    int64_t R = x->dims[0], E = s->dims[0], jobs = 0, r0 = 0;
     bora_status st = group_sizes(b, "grouped_matmul", s, R);
-    for (int64_t e = 0; e < s->dims[0] && st == BORA_OK; e++) {
-        int64_t n = ((const int32_t *)s->data)[e * s->strides[0]];
-        if (n == 0)
-            continue;
-        bora_tensor_desc A = rows_of(x, r0, n, 0), B = matrix_of(w, e), C = rows_of(y, r0, n, 0);
-        st = cpu_matmul_one(b, &A, &B, &C);
+    if (st != BORA_OK)
+        return st;
+    const int32_t *sp = s->data;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t n = sp[e * s->strides[0]];
+        jobs += (n + group_block(n) - 1) / group_block(n);
+    }
+    int64_t(*job)[3] = malloc(sizeof *job * (size_t)(jobs ? jobs : 1)); /* (group, row, rows) */
+    if (!job)
+        return b->h->fail(b->h, BORA_ERR_NOMEM, "grouped_matmul: no memory for %lld blocks",
+                          (long long)jobs);
+    jobs = 0;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t n = sp[e * s->strides[0]], size = group_block(n);
+        for (int64_t m = 0; m < n; m += size) {
+            job[jobs][0] = e, job[jobs][1] = r0 + m, job[jobs][2] = n - m < size ? n - m : size;
+            jobs++;
+        }
         r0 += n;
     }
-    if (st == BORA_OK)
+    int failed = BORA_OK;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t j = 0; j < jobs; j++) {
+        bora_tensor_desc A = rows_of(x, job[j][1], job[j][2], 0), B = matrix_of(w, job[j][0]);
+        bora_tensor_desc C = rows_of(y, job[j][1], job[j][2], 0);
+        bora_status one = cpu_matmul_one(b, &A, &B, &C);
+        if (one != BORA_OK)
+#pragma omp atomic write
+            failed = one;
+    }
+    free(job);
+    if (failed == BORA_OK)
         zero_rows(y, r0, R);
-    return st;
+    return failed;
 }
 
 /* dw_e = x_eᵀ dy_e per group (x (R, K), dy (R, N), sizes (E)) -> (E, K, N), zero for an empty

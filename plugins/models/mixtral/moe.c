@@ -40,6 +40,24 @@ static bora_tensor *stack_experts(decoder_ctx *c, const mixtral *m, const char *
     return stack;
 }
 
+/* The token of each sorted row, i32 (row): row t·k + j is token t's j-th choice, so sorted row i
+ * is token order[i] / k. The graph has no integer division; the rows' token indices, exact in
+ * f64, are gathered by order instead. x's rows are then gathered once by token (row, embed),
+ * where broadcasting x over the choices would copy it k-fold first (and its gradient sum the
+ * copies back). */
+static bora_tensor *row_tokens(decoder_ctx *c, bora_tensor *order, int64_t N, int64_t k)
+{
+    bora_graph *g = c->g;
+    const bora_graph_api *A = c->A;
+    const char *tc[2] = {"token", "choice"};
+    bora_tensor *t = A->iota(g, (bora_axis){"token", N}, BORA_DTYPE_F64, 0, 1);
+    t = A->permute(g, A->broadcast(g, t, (bora_axis){"choice", k}), 2, tc);
+    bora_axis one[2] = {{"row", N * k}, {"one", 1}};
+    t = A->split(g, A->merge(g, t, 2, tc, "row"), "row", 2, one); /* (row, one): t·k + j -> t */
+    t = A->split(g, A->embedding(g, t, order, "row"), "one", 0, NULL);
+    return A->cast(g, t, BORA_DTYPE_I32);
+}
+
 bora_tensor *moe_block(decoder_ctx *c, const mixtral *m, int64_t l, bora_tensor *h,
                        moe_balance *bal)
 {
@@ -67,9 +85,7 @@ bora_tensor *moe_block(decoder_ctx *c, const mixtral *m, int64_t l, bora_tensor 
     bora_tensor *keys = chosen ? A->merge(g, chosen, 2, tc, "row") : NULL;
     bora_tensor *order = keys ? A->argsort(g, keys) : NULL;
     bora_tensor *sizes = keys ? A->bincount(g, keys, (bora_axis){"expert", E}) : NULL;
-    const char *tce[3] = {"token", "choice", "embed"};
-    bora_tensor *rows = A->permute(g, A->broadcast(g, x, (bora_axis){"choice", k}), 3, tce);
-    rows = A->embedding(g, A->merge(g, rows, 2, tc, "row"), order, "row"); /* (row, embed) */
+    bora_tensor *rows = order ? A->embedding(g, x, row_tokens(c, order, N, k), "token") : NULL;
 
     /* each expert's SwiGLU over its rows: w2(silu(w1 x) · w3 x) */
     bora_tensor *w1 = stack_experts(c, m, p, "w1", "mlp", F, "embed", D);
