@@ -351,6 +351,11 @@ static void bad_inputs(void)
     refused(at(work_dir, "cut.ogg"), BORA_ERR_IO,
             (const char *[]){"truncated Ogg stream (no end-of-stream page)", NULL});
     refused(at(work_dir, "missing.wav"), BORA_ERR_IO, (const char *[]){NULL});
+    /* A last chunk of odd size that ends the file: its pad byte lies past the end. */
+    static const unsigned char odd[21] = {'R', 'I', 'F', 'F', 13,  0, 0, 0, 'W', 'A', 'V',
+                                          'E', 'L', 'I', 'S', 'T', 1, 0, 0, 0,   'x'};
+    write_bytes(at(work_dir, "odd_chunk.wav"), odd, sizeof odd);
+    refused(at(work_dir, "odd_chunk.wav"), BORA_ERR_IO, (const char *[]){"not readable", NULL});
     /* A sample rate or channel count of zero. */
     const int16_t pcm[4] = {1, 2, 3, 4};
     write_wav16(at(work_dir, "rate0.wav"), pcm, 4, 1, 0);

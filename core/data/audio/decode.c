@@ -79,9 +79,10 @@ static bora_status check_wav_length(const unsigned char *p, size_t len, const ch
                                       name, size, present);
             return BORA_OK;
         }
-        if ((size_t)size > len - at - 8)
-            return BORA_OK; /* libsndfile judges a broken header */
-        at += 8 + (size_t)size + (size & 1);
+        size_t step = 8 + (size_t)size + (size & 1); /* a chunk's bytes are padded to even */
+        if (step > len - at)
+            return BORA_OK; /* the last chunk, or a broken header: libsndfile judges */
+        at += step;
     }
     return BORA_OK;
 }
