@@ -988,6 +988,13 @@ static int metric_name_ok(const char *name)
               c == '_' || c == '.' || c == '/' || c == '-'))
             return 0;
     }
+    /* the trainer's own train/ names */
+    static const char *const reserved[] = {"loss", "final_loss", "steps", "tokens"};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        size_t r = strlen(reserved[i]);
+        if (!strncmp(name, reserved[i], r) && (name[r] == 0 || name[r] == '/'))
+            return 0;
+    }
     return 1;
 }
 
@@ -1002,7 +1009,8 @@ static bora_tensor *api_metric(bora_graph *gp, bora_tensor *t, const char *name)
     if (!metric_name_ok(name)) {
         g_fail(g,
                "metric: the name '%.120s' is not 1 to 100 characters of [A-Za-z0-9_./-] "
-               "(not starting or ending with '/')",
+               "(not starting or ending with '/'), or is one of the trainer's own (loss, "
+               "final_loss, steps, tokens)",
                name);
         return NULL;
     }

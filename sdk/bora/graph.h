@@ -685,7 +685,8 @@ struct bora_graph_api {
      * loss for people to watch (a router's balance, an expert's load). t is 0-d (a scalar) or
      * 1-d (a small vector, at most BORA_METRIC_MAX_ELEMENTS elements, logged per element as
      * name/<i>), of a float dtype; name is 1 to 100 characters of [A-Za-z0-9_./-], not starting
-     * or ending with '/', and unique in the graph. Returns t itself: the declaration adds
+     * or ending with '/', not the trainer's own (loss, final_loss, steps, tokens, or those
+     * followed by '/'), and unique in the graph. Returns t itself: the declaration adds
      * nothing to the loss, no gradient flows from it, and a graph whose metrics are left unused
      * computes the same bits as one without them. `bora train` reads a train graph's metrics
      * after each micro-batch, averages them over the step's micro-batches (in their order, in

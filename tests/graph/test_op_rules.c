@@ -792,6 +792,8 @@ static void check_metric_rules(void)
         {"a b", "metric: the name 'a b' is not 1 to 100 characters", 0, BORA_DTYPE_F32, 1},
         {"/lead", "metric: the name '/lead'", 0, BORA_DTYPE_F32, 1},
         {"", "metric: the name ''", 0, BORA_DTYPE_F32, 1},
+        {"loss", "one of the trainer's own", 0, BORA_DTYPE_F32, 1},
+        {"tokens/0", "metric: the name 'tokens/0'", 0, BORA_DTYPE_F32, 1},
         {"mat", "metric 'mat': ", 2, BORA_DTYPE_F32, 2},
         {"ints", "metric 'ints': ", 1, BORA_DTYPE_I32, 2},
         {"long", "at most 1024 elements", 1, BORA_DTYPE_F32, BORA_METRIC_MAX_ELEMENTS + 1},

@@ -274,6 +274,11 @@ static bora_status read_sizes(bora_backend *b, const char *op, const bora_tensor
                           (long long)E);
     /* dense sizes in one copy, strided ones in a 2-d copy, one size broadcast (stride 0) once */
     int64_t ss = E > 1 ? s->strides[0] : 1;
+    if (ss < 0) {
+        b->h->free(b->h, sz);
+        return b->h->fail(b->h, BORA_ERR_UNSUPPORTED, "%s: group sizes with a negative stride",
+                          op);
+    }
     cudaError_t err = cudaSuccess;
     if (E > 0 && ss == 1)
         err = cudaMemcpyAsync(sz, s->data, sizeof(int32_t) * (size_t)E, cudaMemcpyDeviceToHost,

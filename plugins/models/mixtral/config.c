@@ -48,7 +48,7 @@ const bora_key mixtral_keys[] = {
     K_FLOAT("router_aux_loss_coef", "0.001", "the load-balancing loss's weight"),
     K_FLOAT("router_z_loss_coef", "0.0",
             "train: add ST-MoE's router z-loss times this to the mean loss (0: off; not a "
-            "config.json key: export refuses a non-zero value)"),
+            "config.json key: export leaves it out, with a warning)"),
     K_FLOAT("router_jitter_noise", "0.0",
             "multiplicative noise on the router's input in training (only 0 is supported)"),
     K_BOOL("gradient_checkpointing", "false",
