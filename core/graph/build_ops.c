@@ -671,9 +671,25 @@ static gval *attention_decomposed(g_graph *g, gval *const four[3], gval *const *
         return NULL;
     bias->node->opt.attn = *opt;
     bias->node->opt.attn.softcap = 0; /* the masks alone */
-    gval *p = g_binary(g, BORA_OP_ADD, scores, g_align_to(g, bias, scores));
+    /* A row that sees no key would be 0/0 in the softmax; the fused kernels give it output 0.
+     * seen = max over keys of exp(bias) is 1 where a row sees a key, else 0; log(exp(bias) +
+     * 1 - seen) is the bias itself on a row that sees one (log 1 = 0, log 0 = -inf, exactly)
+     * and 0 on one that sees none, whose finite softmax is then multiplied by seen = 0: output
+     * and gradients 0 there, the bits of every other row unchanged. */
+    gval *seen = NULL; /* (B, T); none where no mask is set and every row sees every key */
+    if (opt->causal || opt->sliding_window || n_extra) {
+        gval *open = api_unary(&g->pub, BORA_OP_EXP, bias); /* (B, T, S): 1 where seen, else 0 */
+        seen = open ? g_reduce_last(g, BORA_OP_MAX, open, 1, &ka) : NULL;
+        gval *one = seen ? g_fill(g, seen, 1.0) : NULL;
+        gval *unseen = one ? g_binary(g, BORA_OP_SUB, one, seen) : NULL;
+        bias = unseen ? g_binary(g, BORA_OP_ADD, open, g_align_to(g, unseen, open)) : NULL;
+        bias = bias ? api_unary(&g->pub, BORA_OP_LOG, bias) : NULL;
+    }
+    gval *p = bias ? g_binary(g, BORA_OP_ADD, scores, g_align_to(g, bias, scores)) : NULL;
     p = p ? g_api.softmax(&g->pub, p, ka) : NULL;
     gval *o = p ? g_api.dot(&g->pub, p, v, 1, &ka, NULL) : NULL; /* (B, H, T, E) */
+    if (o && seen)
+        o = g_binary(g, BORA_OP_MUL, o, g_align_to(g, seen, o));
     if (o && Hkv != H) {
         const char *o5[5] = {q->names[0], hn, "__g", four[0]->names[2], ha};
         const char *hg[2] = {hn, "__g"};
