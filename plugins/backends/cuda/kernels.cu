@@ -6,6 +6,7 @@
  * output, each thread sums a fixed stride of the elements in double, then a fixed tree adds the
  * threads' partials), so the bits never depend on timing. Sums accumulate in double, as the CPU
  * backend's plain kernels do. */
+#include "common.cuh"
 #include "cuda.h"
 
 #include <math.h>
@@ -13,7 +14,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#define CU_THREADS 256 /* threads per block everywhere (the trees below assume a power of two) */
 /* gridDim.x's limit: a kernel with a block per row or output checks its count against it */
 #define CU_MAX_BLOCKS 0x7fffffff
 
@@ -57,12 +57,6 @@ static int64_t rows_of(const bora_tensor_desc *t)
 }
 
 /* Blocks for a grid-stride loop over n elements. */
-static unsigned grid_for(int64_t n)
-{
-    int64_t g = (n + CU_THREADS - 1) / CU_THREADS;
-    return (unsigned)(g < 1 ? 1 : g > (1 << 20) ? (1 << 20) : g);
-}
-
 /* t's strides are the row-major strides of shape's dims (t is an operand aligned to shape, an
  * output): then element e of shape sits at offset e of t. */
 static int dense_over(const bora_tensor_desc *t, const bora_tensor_desc *shape)
@@ -76,40 +70,9 @@ static int dense_over(const bora_tensor_desc *t, const bora_tensor_desc *shape)
     return 1;
 }
 
-#define GRID_LOOP(i, n)                                                       \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)blockDim.x * gridDim.x)
 
 /* ---- block reductions: a fixed tree over CU_THREADS partials ------------------------------- */
 
-__device__ double block_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = CU_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-__device__ double block_max(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = CU_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            sh[threadIdx.x] =
-                sh[threadIdx.x + s] > sh[threadIdx.x] ? sh[threadIdx.x + s] : sh[threadIdx.x];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
 
 /* ---- element types -------------------------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
  *             V-1 (32 at a time, added one by one from the lanes), as the contract fixes; the
  *             uniform is sdk/bora/philox.h's, so a token is the CPU's token.
  * Every launcher here checks its own grid and fails naming the op and shape. */
+#include "common.cuh"
 #include "cuda.h"
 
 #include <bora/graph.h>
@@ -28,20 +29,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MOE_THREADS 256              /* threads per block */
+#define MOE_THREADS CU_THREADS
 #define MOE_WARPS (MOE_THREADS / 32) /* rows per block for the warp-per-row kernels */
 #define FULL_MASK 0xffffffffu
-
-#define GRID_LOOP(i, n)                                                       \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)blockDim.x * gridDim.x)
-
-/* Blocks for a grid-stride loop over n elements. */
-static unsigned grid_for(int64_t n)
-{
-    int64_t g = (n + MOE_THREADS - 1) / MOE_THREADS;
-    return (unsigned)(g < 1 ? 1 : g > (1 << 20) ? (1 << 20) : g);
-}
 
 /* Blocks for a warp per row over R rows; 0 past gridDim.x's limit. */
 static unsigned grid_for_rows(int64_t R)

@@ -4,25 +4,15 @@
  *
  * Determinism as in kernels.cu: no atomics; a block of ROW_THREADS threads owns a row, each
  * thread sums a fixed stride of it in double, and a fixed tree adds the threads' partials. */
+#include "common.cuh"
 #include "cuda.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROW_THREADS 256 /* threads per block (the trees assume a power of two) */
+#define ROW_THREADS CU_THREADS
 #define ROW_RUN 64      /* rows per run of the weight gradient's column sums */
-
-#define ROW_GRID_LOOP(i, n)                                                   \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)blockDim.x * gridDim.x)
-
-/* Blocks for a grid-stride loop over n elements. */
-static unsigned row_grid(int64_t n)
-{
-    int64_t g = (n + ROW_THREADS - 1) / ROW_THREADS;
-    return (unsigned)(g < 1 ? 1 : g > (1 << 20) ? (1 << 20) : g);
-}
 
 static int64_t row_count(const bora_tensor_desc *t)
 {
@@ -43,35 +33,6 @@ __device__ __forceinline__ int64_t row_at(const bora_tensor_desc &t, int64_t r)
     return off;
 }
 
-__device__ double row_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = ROW_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-__device__ double row_max(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = ROW_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            sh[threadIdx.x] =
-                sh[threadIdx.x + s] > sh[threadIdx.x] ? sh[threadIdx.x + s] : sh[threadIdx.x];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
-
 /* ---- RMSNorm ------------------------------------------------------------------------------- */
 
 /* y = x · rstd · (w + off) (no weight: x · rstd), rstd = 1 / sqrt(mean(x²) + eps), in double. */
@@ -87,7 +48,7 @@ __global__ void k_rms_norm(bora_tensor_desc x, const T *w, int64_t sw, double of
     double ss = 0;
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
         ss += (double)xr[i * sx] * (double)xr[i * sx];
-    double rstd = 1.0 / sqrt(row_sum(ss, sh) / (double)n + eps);
+    double rstd = 1.0 / sqrt(block_sum(ss, sh) / (double)n + eps);
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
         yr[i * sy] = (T)((double)xr[i * sx] * rstd * (w ? (double)w[i * sw] + off : 1.0));
     if (threadIdx.x == 0)
@@ -130,7 +91,7 @@ __global__ void k_rms_norm_dx(bora_tensor_desc x, const T *w, int64_t sw, double
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
         acc +=
             (double)dyr[i * sdy] * (w ? (double)w[i * sw] + off : 1.0) * ((double)xr[i * sx] * rs);
-    double m = row_sum(acc, sh) / (double)n;
+    double m = block_sum(acc, sh) / (double)n;
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) {
         double g = (double)dyr[i * sdy] * (w ? (double)w[i * sw] + off : 1.0);
         dxr[i * sdx] = (T)(rs * (g - (double)xr[i * sx] * rs * m));
@@ -145,7 +106,7 @@ __global__ void k_rms_norm_dw_runs(bora_tensor_desc x, const T *rstd, bora_tenso
 {
     int64_t n = x.dims[x.ndim - 1];
     int64_t sx = x.strides[x.ndim - 1], sdy = dy.strides[dy.ndim - 1];
-    ROW_GRID_LOOP(e, runs * n)
+    GRID_LOOP(e, runs * n)
     {
         int64_t run = e / n, i = e % n;
         int64_t r1 = (run + 1) * ROW_RUN < rows ? (run + 1) * ROW_RUN : rows;
@@ -162,7 +123,7 @@ __global__ void k_rms_norm_dw_runs(bora_tensor_desc x, const T *rstd, bora_tenso
 template <typename T>
 __global__ void k_rms_norm_dw_sum(const double *wp, int64_t runs, int64_t n, bora_tensor_desc dw)
 {
-    ROW_GRID_LOOP(i, n)
+    GRID_LOOP(i, n)
     {
         double acc = 0;
         for (int64_t run = 0; run < runs; run++)
@@ -202,8 +163,8 @@ static cudaError_t rms_norm_grad(cudaStream_t s, const bora_kernel_args *a, doub
                                                                 *dy, a->outputs[0]);
     if (nw && n > 0) {
         k_rms_norm_dw_runs<T>
-            <<<row_grid(runs * n), ROW_THREADS, 0, s>>>(*x, rstd, *dy, rows, runs, scratch);
-        k_rms_norm_dw_sum<T><<<row_grid(n), ROW_THREADS, 0, s>>>(scratch, runs, n, a->outputs[1]);
+            <<<grid_for(runs * n), ROW_THREADS, 0, s>>>(*x, rstd, *dy, rows, runs, scratch);
+        k_rms_norm_dw_sum<T><<<grid_for(n), ROW_THREADS, 0, s>>>(scratch, runs, n, a->outputs[1]);
     }
     return cudaGetLastError();
 }
@@ -244,7 +205,7 @@ __global__ void k_rope(bora_tensor_desc x, bora_tensor_desc tc, bora_tensor_desc
                        int64_t offset, const int32_t *runtime, int *flag, int64_t n)
 {
     int64_t base = offset + (runtime ? (int64_t)*runtime : 0), P = tc.dims[0], half = D / 2;
-    ROW_GRID_LOOP(e, n)
+    GRID_LOOP(e, n)
     {
         int64_t ox = 0, oy = 0, pos = 0, d = 0, rest = e;
         for (int i = x.ndim - 1; i >= 0; i--) {
@@ -291,11 +252,11 @@ extern "C" cudaError_t cuk_rope(cudaStream_t s, const bora_kernel_args *a, int *
     const int32_t *rt = a->n_inputs > 3 ? (const int32_t *)a->inputs[3].data : NULL;
     int il = o->layout == BORA_ROPE_INTERLEAVED;
     if (x->dtype == BORA_DTYPE_F64)
-        k_rope<double><<<row_grid(n), ROW_THREADS, 0, s>>>(
+        k_rope<double><<<grid_for(n), ROW_THREADS, 0, s>>>(
             *x, a->inputs[1], a->inputs[2], a->outputs[0], o->position_axis, o->dim_axis,
             o->rotary_dims, il, o->inverse ? -1.0 : 1.0, o->offset, rt, flag, n);
     else
-        k_rope<float><<<row_grid(n), ROW_THREADS, 0, s>>>(
+        k_rope<float><<<grid_for(n), ROW_THREADS, 0, s>>>(
             *x, a->inputs[1], a->inputs[2], a->outputs[0], o->position_axis, o->dim_axis,
             o->rotary_dims, il, o->inverse ? -1.0f : 1.0f, o->offset, rt, flag, n);
     return cudaGetLastError();
@@ -340,10 +301,10 @@ __global__ void k_xent_fused(bora_tensor_desc x, bora_tensor_desc t, const T *dl
     double m = -INFINITY, sum = 0;
     for (int64_t i = threadIdx.x; i < V; i += ROW_THREADS)
         m = (double)xr[i * sx] > m ? (double)xr[i * sx] : m;
-    m = row_max(m, sh);
+    m = block_max(m, sh);
     for (int64_t i = threadIdx.x; i < V; i += ROW_THREADS)
         sum += exp((double)xr[i * sx] - m);
-    double lse = m + log(row_sum(sum, sh));
+    double lse = m + log(block_sum(sum, sh));
     if (threadIdx.x == 0) {
         lse_out[r] = (T)lse;
         if (tgt == ignore_index) {
@@ -369,7 +330,7 @@ template <typename T> __global__ void k_xent_fused_sum(const double *per_row, in
     double acc = 0;
     for (int64_t r = threadIdx.x; r < rows; r += ROW_THREADS)
         acc += per_row[r];
-    acc = row_sum(acc, sh);
+    acc = block_sum(acc, sh);
     if (threadIdx.x == 0)
         *out = (T)acc;
 }
