@@ -88,10 +88,12 @@ extern "C" {
  * experts' routing and per-expert products, with bora_opt_top_k), which the host asks only of
  * backends built for 1.13 or later, and bora_graph_api.top_k, argsort, bincount and
  * grouped_matmul; 1.14 appends bora_graph_api.metric, a model's own values logged with each
- * train step). A minor
- * bump only appends optional members; a major bump breaks. */
+ * train step; 1.16 appends bora_backend_ops.group_join, reduce_scatter and all_gather with the
+ * struct bora_group, and defines all_reduce and broadcast over that group: collectives in rank
+ * order for data parallel training over MPI). A minor bump only appends optional members; a
+ * major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 14
+#define BORA_ABI_MINOR 16
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;
