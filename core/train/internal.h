@@ -79,6 +79,7 @@ typedef struct trainer {
     void *dp_zero;         /* zeros, the slice's bytes */
     size_t dp_count;       /* the gradient block's f32 elements */
     double *dp_rows;       /* the step's per-micro-batch loss and metrics, of every rank */
+    double dp_comm_s;      /* the last step's time in the gradients' collectives */
     int64_t cache_workers; /* bora cache --workers */
     int cache_rebuild;     /* bora cache --rebuild */
 } trainer;

@@ -158,6 +158,7 @@ bora_status tr_dp_step(trainer *t, int64_t step, double lr, double *loss, double
     float scale = count ? (float)(1.0 / (double)count) : 0.0f;
     double *mine = t->dp_rows + (size_t)t->rank * (size_t)per * values;
     tr_model_metrics_begin(&t->model_metrics);
+    t->dp_comm_s = 0;
     for (int64_t j = 0; j < per; j++) {
         size_t at = (size_t)j * cells;
         st = g_set_input(t->train, "input_ids", t->ids + at, bytes);
@@ -178,12 +179,16 @@ bora_status tr_dp_step(trainer *t, int64_t step, double lr, double *loss, double
         if (t->model_metrics.n)
             memcpy(row + 1, t->model_metrics.read + 1, t->model_metrics.n * sizeof(double));
         /* round j: micro-batches jN .. jN + N - 1 added to the running sum in rank order */
+        double c0 = bora_now_s();
         st = bops->reduce_scatter(t->be, s->grad_ptr, acc, t->dp_count, BORA_DTYPE_F32,
                                   BORA_REDUCE_SUM);
+        t->dp_comm_s += bora_now_s() - c0;
         if (st != BORA_OK)
             return bora_error_set(st, "step %" PRId64 ": %s", step, bora_error_get());
     }
+    double c0 = bora_now_s();
     st = bops->all_gather(t->be, acc, s->grad_ptr, t->dp_count, BORA_DTYPE_F32);
+    t->dp_comm_s += bora_now_s() - c0;
     if (st == BORA_OK)
         st = bora_dist_allgather(mine, t->dp_rows, (size_t)per * values * sizeof(double),
                                  "the step's losses");

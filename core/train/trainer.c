@@ -602,6 +602,10 @@ static int run_loop(trainer *t, int64_t start)
         else
             n_m--;
         bora_tracklog_log(t->log, step, m, n_m);
+        if (t->world > 1) { /* the time the gradients' collectives took, waits included */
+            bora_metric comm = {"dist/comm_s", t->dp_comm_s};
+            bora_tracklog_log(t->log, step, &comm, 1);
+        }
         if (t->n_step_metrics)
             bora_tracklog_log(t->log, step, t->step_metrics, t->n_step_metrics);
         if (t->model_metrics.n)
