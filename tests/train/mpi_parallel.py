@@ -9,7 +9,8 @@ gradients are added shows).
 
 mode kill: rank 1 is SIGKILLed mid-run; mpirun must end the other rank within 60 s, naming rank
 1. The run resumes at 2 ranks, is killed again, and is finished by one plain process: the final
-checkpoint equals an uninterrupted one-process run's, bitwise. Then rank 1 is stopped (SIGSTOP)
+checkpoint equals an uninterrupted one-process run's, bitwise. So does a run killed on one
+process and finished by 2 ranks. Then rank 1 is stopped (SIGSTOP)
 under BORA_DIST_TIMEOUT_S=2: rank 0 must give up within 60 s with a message naming rank 1.
 
 Skipped (exit 77) where mpirun is absent. Runs as root with --allow-run-as-root, and always with
@@ -152,6 +153,14 @@ def hit_rank(run_id, ranks, marker, sig, timeout_env=None):
     waited = time.monotonic() - hit
     for pid in rank_pids(run_id, 1):  # a stopped rank that outlived the others
         os.kill(pid, signal.SIGKILL)
+    # mpirun may return while the launcher's last SIGKILL to a rank is still on its way: the
+    # next start must not find that rank holding the run's lock
+    for _ in range(300):
+        if not rank_pids(run_id, 0) + rank_pids(run_id, 1):
+            break
+        time.sleep(0.1)
+    else:
+        sys.exit(f"FAIL: {run_id}: ranks still alive 30 s after mpirun ended")
     return "".join(log) + rest, p.returncode, waited
 
 
@@ -189,6 +198,21 @@ elif mode == "kill":
         print("FAIL: the resumed runs logged other losses than the uninterrupted one")
         failures += 1
     print("resumed at 2 ranks and then at 1 process: the same bits as the uninterrupted run")
+    # and the other way: one plain process killed, the run finished by 2 ranks
+    p = subprocess.Popen(command("grown", 0), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, bufsize=1)
+    for line in p.stdout:
+        if line.startswith("step 15/"):
+            p.send_signal(signal.SIGKILL)
+            break
+    p.stdout.close()
+    if p.wait() != -signal.SIGKILL:
+        sys.exit("the one-process run of grown was not killed at step 15")
+    out = run_to_end("grown", 2)
+    if "resuming run grown from" not in out:
+        sys.exit("the 2-rank restart of grown did not resume:\n" + out)
+    same_checkpoint("reference", "grown")
+    print("killed at 1 process, resumed at 2 ranks: the same bits as the uninterrupted run")
     out, rc, waited = hit_rank("stopped", 2, "step 5/", signal.SIGSTOP, timeout_env="2")
     if rc == 0 or "no answer from rank 1" not in out:
         print(f"FAIL: rank 0 did not name the stopped rank 1 (status {rc}):\n{out}")
