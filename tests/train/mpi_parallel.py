@@ -3,7 +3,8 @@
 
 mode bitwise: `mpirun -np 2 bora train` with micro-batches of 4 ends with a model.safetensors and
 an optimizer.safetensors bitwise equal to one plain process (no mpirun) accumulating the same
-micro-batches, and logs the same train/loss and optim/* at every step (exact text): with one
+micro-batches, and logs the same train/* (the loss, a model's own metrics) and optim/* at every
+step (exact text): with one
 micro-batch per rank (train_batch_size 8) and with two (16, where the order in which the four
 gradients are added shows).
 
@@ -79,14 +80,15 @@ def run_to_end(run_id, ranks, *extra):
 
 
 def metrics(run_id):
-    """train/loss and optim/* of each step's last run, as exact text."""
+    """train/* (the loss, a model's own metrics) and optim/* of each step's last run, as exact
+    text."""
     seen = {}
     with open(f"{work}/{run_id}.jsonl") as f:
         for line in f:
             rec = json.loads(line, parse_float=str)
             if "step" in rec:
                 kept = {k: v for k, v in rec["metrics"].items()
-                        if k == "train/loss" or k.startswith("optim/")}
+                        if k.startswith("train/") or k.startswith("optim/")}
                 seen.setdefault(rec["step"], {}).update(kept)
     return seen
 
