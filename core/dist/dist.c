@@ -7,7 +7,6 @@
 #include "../util/log.h"
 #include "../util/str.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
