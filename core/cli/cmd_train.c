@@ -1,10 +1,12 @@
 /* core/cli/cmd_train.c — `bora train CONFIG.yaml [--force] [overrides]`,
  * `bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [overrides]` and
  * `bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]`. */
+#include "../dist/dist.h"
 #include "../train/trainer.h"
 #include "../util/log.h"
 #include "cli.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,8 +72,28 @@ int bora_cmd_train(const bora_cli *cli)
         else
             args[n++] = cli->argv[i];
     }
+    /* Under mpirun or srun, one of several processes (core/dist): rank 0 alone prints; a rank
+     * that fails ends them all, its message printed first. */
+    if (bora_dist_init() != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "train: %s", bora_error_get());
+        free(args);
+        return 1;
+    }
+    const bora_dist *dist = bora_dist_get();
+    if (dist->rank > 0) {
+        if (bora_log_level_get() > BORA_LOG_WARN)
+            bora_log_set_level(BORA_LOG_WARN);
+        if (!freopen("/dev/null", "w", stdout))
+            bora_log(BORA_LOG_WARN, "rank %d: cannot quiet its standard output", dist->rank);
+    }
     int rc = with_config(cli, n, args, train_options, run_train, &opts);
     free(args);
+    if (rc != 0 && rc != 130 && dist->size > 1) {
+        bora_log(BORA_LOG_ERROR, "rank %d of %d failed (exit status %d): ending every rank",
+                 dist->rank, dist->size, rc);
+        bora_dist_abort(rc);
+    }
+    bora_dist_finalize();
     return rc;
 }
 

@@ -72,6 +72,14 @@ typedef struct trainer {
     char *config_json, *record_json; /* the record without the data's digest */
     char *determinism_json;          /* with it: made at the first save or a resume */
     int force;
+    /* data parallel (parallel.c): this process's rank of world (1: a plain run) */
+    int rank, world;
+    int dp_stop;           /* a rank was interrupted: every rank stops after this step */
+    bora_buffer *dp_acc;   /* this rank's slice of the step's summed gradients */
+    void *dp_zero;         /* zeros, the slice's bytes */
+    size_t dp_count;       /* the gradient block's f32 elements */
+    double *dp_rows;       /* the step's per-micro-batch loss and metrics, of every rank */
+    double dp_comm_s;      /* the last step's time in the gradients' collectives */
     int64_t cache_workers; /* bora cache --workers */
     int cache_rebuild;     /* bora cache --rebuild */
 } trainer;
@@ -96,7 +104,22 @@ bora_status tr_restore(trainer *t, int64_t *start);
 /* data.c: the training loader and the validation one. */
 bora_status tr_open_data(trainer *t, bora_config *root);
 
+/* parallel.c: data parallel over the process group (core/dist), when world > 1 */
+/* Check the run can be split (whole micro-batches per rank, a backend with collectives, no
+ * second-order estimate) and join the backend to the group; after build. */
+bora_status tr_dp_setup(trainer *t);
+/* tr_open_data, rank 0 first: it builds the token caches while the others wait. */
+bora_status tr_dp_open_data(trainer *t, bora_config *root);
+/* Every rank takes rank 0's parameters and optimizer state (after rank 0's tr_restore; *start
+ * becomes rank 0's). */
+bora_status tr_dp_sync(trainer *t, int64_t *start);
+/* One optimizer step of the group: this rank's micro-batches, the gradients summed in
+ * micro-batch order, the apply graph. */
+bora_status tr_dp_step(trainer *t, int64_t step, double lr, double *loss, double *norm);
+void tr_dp_free(trainer *t);
+
 /* trainer.c */
+int tr_interrupted(void); /* Ctrl-C or SIGTERM came */
 void tr_duration_text(double s, char *buf, size_t cap);
 void tr_end_live_line(trainer *t);
 void tr_teardown(trainer *t);

@@ -97,6 +97,13 @@ bora_status tr_model_metrics_read(g_graph *g, tr_model_metrics *m, double *loss)
     return BORA_OK;
 }
 
+void tr_model_metrics_add(tr_model_metrics *m, const double *values)
+{
+    for (size_t i = 0; i < m->n; i++)
+        m->sums[i] += values[i];
+    m->parts++;
+}
+
 size_t tr_model_metrics_values(tr_model_metrics *m)
 {
     for (size_t i = 0; i < m->n; i++)

@@ -29,6 +29,9 @@ void tr_model_metrics_begin(tr_model_metrics *m);
 /* Read g's output after a micro-batch: *loss gets the micro-batch's loss (as the float the
  * graph computed), and the values are added to the step's sums. */
 bora_status tr_model_metrics_read(g_graph *g, tr_model_metrics *m, double *loss);
+/* Add one micro-batch's values (m->n of them, as m->read holds them after the loss) to the
+ * step's sums: a data parallel step adds every rank's micro-batches in their order. */
+void tr_model_metrics_add(tr_model_metrics *m, const double *values);
 /* The step's means (sum / micro-batches), named, in m->out; how many there are. */
 size_t tr_model_metrics_values(tr_model_metrics *m);
 void tr_model_metrics_free(tr_model_metrics *m);

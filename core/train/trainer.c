@@ -5,6 +5,7 @@
 #include "../config/schema.h"
 #include "../data/cache.h"
 #include "../data/loader.h"
+#include "../dist/dist.h"
 #include "../graph/graph.h"
 #include "../hf/import.h"
 #include "../util/log.h"
@@ -65,6 +66,11 @@ static void sig_watch_start(sig_watch *w)
     sigaddset(&w->set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &w->set, &w->old);
     w->running = pthread_create(&w->thread, NULL, watch_signals, w) == 0;
+}
+
+int tr_interrupted(void)
+{
+    return atomic_load_explicit(&interrupted, memory_order_relaxed);
 }
 
 static void sig_watch_stop(sig_watch *w)
@@ -252,6 +258,9 @@ static bora_status build(trainer *t, bora_config *root)
     /* One micro-batch a step: the train graph writes the gradients (no adds into buffers that
      * the apply graph would zero again). */
     t->train->grads_write = t->batch == t->micro;
+    /* Several processes: each micro-batch's gradient is written, then summed among them. */
+    if (t->world > 1)
+        t->train->grads_write = 1;
     bora_tensor *loss_sum = NULL;
     if (mops->build(t->model, &t->train->pub, BORA_MODE_TRAIN, &loss_sum) != BORA_OK)
         return graph_error(t, root, t->train->status ? t->train->error : bora_error_get());
@@ -531,13 +540,14 @@ static int run_loop(trainer *t, int64_t start)
     double last_save = bora_now_s(), first = 0, last = 0, began = bora_now_s();
     int64_t last_step = start;
     int have_eval = 0;
-    if (atomic_load_explicit(&interrupted, memory_order_relaxed)) {
+    if (t->world == 1 && tr_interrupted()) { /* several processes agree in the step */
         printf("interrupted before step %" PRId64 "\n", start + 1);
         return 130;
     }
     for (int64_t step = start + 1; step <= t->steps; step++) {
         double lr = bora_schedule_lr(&t->sched, step), loss = 0, norm = 0, t0 = bora_now_s();
-        bora_status st = step_once(t, step, lr, &loss, &norm);
+        bora_status st = t->world > 1 ? tr_dp_step(t, step, lr, &loss, &norm)
+                                      : step_once(t, step, lr, &loss, &norm);
         if (st != BORA_OK)
             tr_end_live_line(t);
         if (st == BORA_ERR_INVALID && (!isfinite(loss) || !isfinite(norm))) {
@@ -592,11 +602,17 @@ static int run_loop(trainer *t, int64_t start)
         else
             n_m--;
         bora_tracklog_log(t->log, step, m, n_m);
+        if (t->world > 1) { /* the time the gradients' collectives took, waits included */
+            bora_metric comm = {"dist/comm_s", t->dp_comm_s};
+            bora_tracklog_log(t->log, step, &comm, 1);
+        }
         if (t->n_step_metrics)
             bora_tracklog_log(t->log, step, t->step_metrics, t->n_step_metrics);
         if (t->model_metrics.n)
             bora_tracklog_log(t->log, step, t->model_metrics.out, t->model_metrics.n);
-        if (t->eval && (step % t->steps_per_eval == 0 || step == t->steps)) {
+        /* With several processes, rank 0 alone evaluates, logs and saves (the others go on to
+         * the next step and wait for it there). */
+        if (t->eval && !t->rank && (step % t->steps_per_eval == 0 || step == t->steps)) {
             if (run_eval(t, step, &t->last_eval) != BORA_OK) {
                 tr_end_live_line(t);
                 bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
@@ -604,11 +620,12 @@ static int run_loop(trainer *t, int64_t start)
             }
             have_eval = 1;
         }
-        /* read once: a signal between the save decision and the exit would skip the save */
-        int stop = atomic_load_explicit(&interrupted, memory_order_relaxed);
+        /* read once: a signal between the save decision and the exit would skip the save; with
+         * several processes, the ranks agreed on it in the step */
+        int stop = t->world > 1 ? t->dp_stop : tr_interrupted();
         int due = step == t->steps || tr_permanent(t, step) ||
                   bora_now_s() - last_save >= t->save_interval || stop;
-        if (due) {
+        if (due && !t->rank) {
             if ((st = tr_save(t, step)) != BORA_OK) {
                 tr_end_live_line(t);
                 bora_log(BORA_LOG_ERROR, "checkpoint: %s", bora_error_get());
@@ -698,6 +715,8 @@ void tr_teardown(trainer *t)
         bora_apply_free(&t->apply);
     if (t->hess_built)
         bora_hessian_free(&t->hess);
+    if (t->be_entry)
+        tr_dp_free(t);
     bora_eval_free(t->eval);
     bora_loader_free(t->val);
     tr_model_metrics_free(&t->model_metrics);
@@ -723,25 +742,40 @@ void tr_teardown(trainer *t)
 
 int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
 {
-    trainer t = {.cfg = cfg, .reg = reg, .force = opts && opts->force};
+    const bora_dist *dist = bora_dist_get();
+    trainer t = {.cfg = cfg,
+                 .reg = reg,
+                 .force = opts && opts->force,
+                 .rank = dist->rank,
+                 .world = dist->size};
     bora_config *root = bora_cfg_root(cfg);
     int rc = 1, lock_fd = -1, made_run_dir = 0, made_base = 0;
     sig_watch watch;
     sig_watch_start(&watch);
     if (!tr_configure(&t, root))
         goto out;
-    /* One process per run, from before any work: a second one would delete the first's saves,
-     * and an unwritable directory is better found now than at the first save. A directory this
-     * process made (the run's, and base_path) goes again at the end if no checkpoint reached it. */
-    struct stat run_dir_stat;
-    made_run_dir = stat(t.run_dir, &run_dir_stat) != 0;
-    made_base = stat(t.base_path, &run_dir_stat) != 0;
-    if (bora_ckpt_lock(t.run_dir, &lock_fd) != BORA_OK) {
+    /* several processes: rank 0's run id (made from the clock when trainer.id is not given) */
+    if (t.world > 1 && t.run_id == t.id_buf &&
+        (bora_dist_broadcast(t.id_buf, sizeof t.id_buf, 0, "the run id") != BORA_OK ||
+         bora_dist_broadcast(t.run_dir, sizeof t.run_dir, 0, "the run id") != BORA_OK)) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
-    if (build(&t, root) != BORA_OK || tr_open_data(&t, root) != BORA_OK ||
-        tr_make_record(&t) != BORA_OK) {
+    /* One process per run, from before any work: a second one would delete the first's saves,
+     * and an unwritable directory is better found now than at the first save. A directory this
+     * process made (the run's, and base_path) goes again at the end if no checkpoint reached it.
+     * With several processes, rank 0 holds it and alone writes there. */
+    struct stat run_dir_stat;
+    if (!t.rank) {
+        made_run_dir = stat(t.run_dir, &run_dir_stat) != 0;
+        made_base = stat(t.base_path, &run_dir_stat) != 0;
+        if (bora_ckpt_lock(t.run_dir, &lock_fd) != BORA_OK) {
+            bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+            goto out;
+        }
+    }
+    if (build(&t, root) != BORA_OK || (t.world > 1 && tr_dp_setup(&t) != BORA_OK) ||
+        tr_dp_open_data(&t, root) != BORA_OK || tr_make_record(&t) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
@@ -784,18 +818,21 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
                                    t.max_eval_batches * t.batch < bora_loader_windows(t.val)
                                ? t.max_eval_batches * t.batch
                                : bora_loader_windows(t.val)));
-    model_flops(&t, root, values);
-    int64_t start;
-    if (tr_restore(&t, &start) != BORA_OK) {
+    if (!t.rank)
+        model_flops(&t, root, values);
+    int64_t start = 0;
+    if ((!t.rank && tr_restore(&t, &start) != BORA_OK) ||
+        (t.world > 1 && tr_dp_sync(&t, &start) != BORA_OK)) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
     fflush(stdout);
-    if (open_trackers(&t, root) != BORA_OK) {
+    if (!t.rank && open_trackers(&t, root) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
-    t.live = isatty(STDOUT_FILENO) && !getenv("BORA_NO_PROGRESS");
+    /* mpirun gives its processes a terminal of its own, whatever it writes to */
+    t.live = isatty(STDOUT_FILENO) && !getenv("BORA_NO_PROGRESS") && t.world == 1;
     rc = run_loop(&t, start);
     bora_tracklog_finish(t.log, rc == 0     ? BORA_RUN_FINISHED
                                 : rc == 130 ? BORA_RUN_KILLED

@@ -156,6 +156,22 @@ typedef struct bora_fused {
 /* Reduction operators for collectives. */
 typedef enum bora_reduce_op { BORA_REDUCE_SUM = 1, BORA_REDUCE_MAX = 2 } bora_reduce_op;
 
+/* The process group the host bootstrapped (ABI 1.16): `mpirun -np N bora train` or `srun`
+ * (docs/design.md, "Data parallel"). Collectives combine ranks in rank order, each element a
+ * left fold (((x_0 + x_1) + x_2) + ...) rounded in the dtype at every step, so their bits never
+ * depend on arrival order, and a collective that waits longer than timeout_s for a rank fails
+ * naming that rank (the host then ends the group). Slices: a collective over count elements
+ * gives rank r elements [r·s, min((r + 1)·s, count)) with s = ceil(count / size), the last
+ * slices shorter or empty. */
+typedef struct bora_group {
+    uint32_t struct_size;
+    int32_t rank, size;
+    double timeout_s; /* > 0 */
+    /* the host's MPI communicator, an MPI_Comm * of the MPI the host was built with; NULL when
+     * the group is not over MPI */
+    void *mpi_comm;
+} bora_group;
+
 typedef struct bora_backend_ops {
     bora_component hdr;
 
@@ -184,7 +200,9 @@ typedef struct bora_backend_ops {
     /* (optional) Wait until all queued work is done. NULL: kernels run synchronously. */
     bora_status (*synchronize)(bora_backend *b);
 
-    /* (optional) Collectives over the process group the host set up; NULL: single process. */
+    /* (optional) Collectives over the process group joined with group_join (ABI 1.16); NULL:
+     * single process. all_reduce combines every rank's data in place, in rank order; broadcast
+     * copies root's data to every rank. data are device addresses (buffer_ptr). */
     bora_status (*all_reduce)(bora_backend *b, void *data, size_t count, int32_t dtype, int32_t op);
     bora_status (*broadcast)(bora_backend *b, void *data, size_t count, int32_t dtype,
                              int32_t root);
@@ -202,6 +220,21 @@ typedef struct bora_backend_ops {
      * dtypes, options): the backend may make ahead of the first run what the kernel needs
      * (oneDNN's primitives). An error fails the build. */
     bora_status (*prepare)(bora_backend *b, const bora_kernel_args *args);
+
+    /* (optional, ABI 1.16) Join the host's process group (bora_group); the collectives below
+     * and all_reduce/broadcast run over it. BORA_ERR_UNSUPPORTED: this build has no transport
+     * for it (the host refuses to run on several processes). */
+    bora_status (*group_join)(bora_backend *b, const bora_group *g);
+    /* (optional, ABI 1.16) Reduce-scatter into a running sum: recv (this rank's slice of count
+     * elements, s of them, see bora_group) becomes recv + send_0[slice] + send_1[slice] + ...,
+     * added left to right in rank order, each add rounded in dtype (f32 or f64; op SUM or MAX).
+     * Zero recv first for a plain sum. send holds count elements on every rank. */
+    bora_status (*reduce_scatter)(bora_backend *b, const void *send, void *recv, size_t count,
+                                  int32_t dtype, int32_t op);
+    /* (optional, ABI 1.16) All-gather: recv (count elements) gets every rank's slice; this
+     * rank's comes from send (its slice's length; it may be recv's own slice, in place). */
+    bora_status (*all_gather)(bora_backend *b, const void *send, void *recv, size_t count,
+                              int32_t dtype);
 } bora_backend_ops;
 
 #ifdef __cplusplus

@@ -91,10 +91,12 @@ extern "C" {
  * train step; 1.15 appends the ops BORA_OP_CONV1D, BORA_OP_CONV1D_GRAD_INPUT and
  * BORA_OP_CONV1D_GRAD_WEIGHT (a 1-d convolution and its gradients, with bora_opt_conv1d), which
  * the host asks only of backends built for 1.15 or later and otherwise builds from primitives,
- * and bora_graph_api.conv1d with bora_conv1d_opts). A minor
- * bump only appends optional members; a major bump breaks. */
+ * and bora_graph_api.conv1d with bora_conv1d_opts; 1.16 appends bora_backend_ops.group_join,
+ * reduce_scatter and all_gather with the struct bora_group, and defines all_reduce and
+ * broadcast over that group: collectives in rank order for data parallel training over MPI).
+ * A minor bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 15
+#define BORA_ABI_MINOR 16
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 15,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 16,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
@@ -280,7 +280,7 @@ static void layout(void)
     _Static_assert(offsetof(bora_fused, count) == 16, "bora_fused.count");
     _Static_assert(offsetof(bora_fused, args) == 24, "bora_fused.args");
     _Static_assert(offsetof(bora_fused, scratch) == 32, "bora_fused.scratch");
-    _Static_assert(sizeof(bora_backend_ops) == 152, "size of bora_backend_ops");
+    _Static_assert(sizeof(bora_backend_ops) == 176, "size of bora_backend_ops");
     _Static_assert(offsetof(bora_backend_ops, hdr) == 0, "bora_backend_ops.hdr");
     _Static_assert(offsetof(bora_backend_ops, probe) == 32, "bora_backend_ops.probe");
     _Static_assert(offsetof(bora_backend_ops, create) == 40, "bora_backend_ops.create");
@@ -297,6 +297,16 @@ static void layout(void)
     _Static_assert(offsetof(bora_backend_ops, describe) == 128, "bora_backend_ops.describe");
     _Static_assert(offsetof(bora_backend_ops, run_fused) == 136, "bora_backend_ops.run_fused");
     _Static_assert(offsetof(bora_backend_ops, prepare) == 144, "bora_backend_ops.prepare");
+    _Static_assert(offsetof(bora_backend_ops, group_join) == 152, "bora_backend_ops.group_join");
+    _Static_assert(offsetof(bora_backend_ops, reduce_scatter) == 160,
+                   "bora_backend_ops.reduce_scatter");
+    _Static_assert(offsetof(bora_backend_ops, all_gather) == 168, "bora_backend_ops.all_gather");
+    _Static_assert(sizeof(bora_group) == 32, "size of bora_group");
+    _Static_assert(offsetof(bora_group, struct_size) == 0, "bora_group.struct_size");
+    _Static_assert(offsetof(bora_group, rank) == 4, "bora_group.rank");
+    _Static_assert(offsetof(bora_group, size) == 8, "bora_group.size");
+    _Static_assert(offsetof(bora_group, timeout_s) == 16, "bora_group.timeout_s");
+    _Static_assert(offsetof(bora_group, mpi_comm) == 24, "bora_group.mpi_comm");
     _Static_assert(sizeof(bora_hf_key) == 48, "size of bora_hf_key");
     _Static_assert(offsetof(bora_hf_key, hf_name) == 0, "bora_hf_key.hf_name");
     _Static_assert(offsetof(bora_hf_key, rule) == 8, "bora_hf_key.rule");

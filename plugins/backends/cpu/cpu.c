@@ -40,6 +40,8 @@ static bora_status cpu_create(const bora_host *h, const bora_config *cfg, bora_b
         return h->fail(h, BORA_ERR_NOMEM, "out of memory");
     memset(b, 0, sizeof *b);
     b->h = h;
+    b->size = 1;
+    b->timeout_s = 600;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     b->num_threads = threads ? (int)threads : (int)(cores > 0 ? cores : 1);
     b->simd = cpu_simd_get();
@@ -120,9 +122,14 @@ static const bora_backend_ops cpu_ops = {
     .copy_in = cpu_copy_in,
     .copy_out = cpu_copy_out,
     .kernel = cpu_kernel,
+    .all_reduce = cpu_all_reduce,
+    .broadcast = cpu_broadcast,
     .describe = cpu_describe,
     .run_fused = cpu_run_fused,
     .prepare = cpu_prepare,
+    .group_join = cpu_group_join,
+    .reduce_scatter = cpu_reduce_scatter,
+    .all_gather = cpu_all_gather,
 };
 
 static bora_status cpu_init(const bora_host *h)

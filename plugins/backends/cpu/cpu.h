@@ -20,6 +20,10 @@ struct bora_backend {
     int adamw_told;     /* AdamW's one-pass update reported: 1 with decay, 2 without */
     void *scratch;      /* cpu_scratch's buffer, kept between kernels */
     size_t scratch_bytes;
+    /* the process group (collective.c): rank 0 of 1 until group_join */
+    int rank, size;
+    double timeout_s;
+    const void *comm; /* the host's MPI_Comm * */
 };
 
 /* A buffer of at least bytes for one kernel's use until the next call (kernels run one at a
@@ -100,5 +104,14 @@ int cpu_mm_run(bora_backend *b, cpu_mm_stream *s, const cpu_mm *m, const void *a
 bora_status cpu_prepare(bora_backend *b, const bora_kernel_args *a);
 
 bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dtypes, uint32_t n);
+
+/* collective.c: the process group's collectives (bora_backend_ops, ABI 1.16) */
+bora_status cpu_group_join(bora_backend *b, const bora_group *g);
+bora_status cpu_reduce_scatter(bora_backend *b, const void *send, void *recv, size_t count,
+                               int32_t dtype, int32_t op);
+bora_status cpu_all_gather(bora_backend *b, const void *send, void *recv, size_t count,
+                           int32_t dtype);
+bora_status cpu_all_reduce(bora_backend *b, void *data, size_t count, int32_t dtype, int32_t op);
+bora_status cpu_broadcast(bora_backend *b, void *data, size_t count, int32_t dtype, int32_t root);
 
 #endif
