@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #define SHARD_MAGIC "BORAAUD1"
-enum { SHARD_VERSION = 1, HEADER_BYTES = 128, ENTRY_BYTES = 56, BAD_SHOWN = 5, MAX_WORKERS = 8 };
+enum { SHARD_VERSION = 1, HEADER_BYTES = 128, ENTRY_BYTES = 56, BAD_SHOWN = 20, MAX_WORKERS = 8 };
 /* Positive codes, never a user's error: a worker told to stop; a shard to make again. */
 enum { CANCELLED = 1, STALE = 2 };
 
