@@ -591,8 +591,12 @@ static bora_status reuse_shard(bora_audio_cache *c, size_t i, int *taken)
         unlink(path);
         return BORA_OK;
     }
-    if (st != BORA_OK && c->rebuild) {
-        bora_log(BORA_LOG_INFO, "data: %s; making it again (data.cache_rebuild)", bora_error_get());
+    if (st != BORA_OK && c->rebuild) { /* a damaged shard: made again, as asked */
+        char why[1024], *advice;
+        snprintf(why, sizeof why, "%s", bora_error_get());
+        if ((advice = strstr(why, "; delete it or set")))
+            *advice = 0;
+        bora_log(BORA_LOG_INFO, "data: %s; making it again (data.cache_rebuild)", why);
         unlink(path);
         return BORA_OK;
     }
