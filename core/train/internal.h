@@ -68,6 +68,8 @@ typedef struct trainer {
     /* one step's rows */
     int64_t seq_len;
     int32_t *ids, *targets, *segs;
+    float *feats;    /* an audio model's: the step's clips' features, (batch, mel, frame) */
+    size_t feat_row; /* floats per row of them */
     /* what a checkpoint records */
     char *config_json, *record_json; /* the record without the data's digest */
     char *determinism_json;          /* with it: made at the first save or a resume */
@@ -117,6 +119,9 @@ bora_status tr_dp_sync(trainer *t, int64_t *start);
  * micro-batch order, the apply graph. */
 bora_status tr_dp_step(trainer *t, int64_t step, double lr, double *loss, double *norm);
 void tr_dp_free(trainer *t);
+/* trainer.c: the backend, model and graphs (eval_only: the eval graph alone), the store
+ * materialised. */
+bora_status tr_build(trainer *t, bora_config *root);
 
 /* trainer.c */
 int tr_interrupted(void); /* Ctrl-C or SIGTERM came */

@@ -149,6 +149,14 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
     int over = __builtin_mul_overflow(p, s->n_states ? s->n_states : 1, &state);
     over |= __builtin_mul_overflow((size_t)t->batch, (size_t)t->seq_len, rows);
     over |= __builtin_mul_overflow(*rows, 3 * sizeof(int32_t), &rows_bytes);
+    /* an audio model's: the step's clips' features, held by the host */
+    int mels = 0;
+    int64_t frames = 0;
+    size_t feat_bytes = 0;
+    if (bora_inputs_features(t->train, &mels, &frames)) {
+        over |= __builtin_mul_overflow((size_t)t->batch, (size_t)mels, &feat_bytes);
+        over |= __builtin_mul_overflow(feat_bytes, (size_t)frames * sizeof(float), &feat_bytes);
+    }
     /* with a second-order estimate: its tangent and hvp blocks, its graphs' inputs */
     size_t hess_bytes = 0;
     if (t->hess_built) {
@@ -159,6 +167,7 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
         over |= __builtin_add_overflow(hess_bytes, fold, &hess_bytes);
     }
     size_t parts[] = {rows_bytes,
+                      feat_bytes,
                       g_input_bytes(t->train),
                       t->apply.g ? g_input_bytes(t->apply.g) : 0,
                       t->eval ? bora_eval_input_bytes(t->eval) : 0,
@@ -340,6 +349,11 @@ static bora_status build(trainer *t, bora_config *root)
     return BORA_OK;
 }
 
+bora_status tr_build(trainer *t, bora_config *root)
+{
+    return build(t, root);
+}
+
 /* The git commit of the working directory, if it is a repository: {"commit", "dirty"} or null. */
 static void git_state(FILE *f)
 {
@@ -475,6 +489,8 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
     double w0 = bora_now_s();
     bora_status st = bora_loader_rows(t->loader, step - 1, t->batch, 0, t->batch, t->ids,
                                       t->targets, t->segs, &count);
+    if (st == BORA_OK && t->feats) /* an audio model: the same rows' clips */
+        st = bora_loader_features(t->loader, step - 1, t->batch, 0, t->batch, t->feats);
     t->wait_s = bora_now_s() - w0;
     if (st != BORA_OK)
         return st;
@@ -488,6 +504,9 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
             st = g_set_input(t->train, "targets", t->targets + at, bytes);
         if (st == BORA_OK && bora_inputs_reads(t->train, "segment_ids")) /* optional */
             st = g_set_input(t->train, "segment_ids", t->segs + at, bytes);
+        if (st == BORA_OK && t->feats)
+            st = g_set_input(t->train, "input_features", t->feats + (size_t)m * rows * t->feat_row,
+                             (size_t)rows * t->feat_row * sizeof(float));
         if (st == BORA_OK)
             st = g_set_input(t->train, "loss_scale", &scale, sizeof scale);
         if (st == BORA_OK)
@@ -734,6 +753,7 @@ void tr_teardown(trainer *t)
     free(t->ids);
     free(t->targets);
     free(t->segs);
+    free(t->feats);
     free(t->keep);
     free(t->config_json);
     free(t->record_json);
