@@ -1103,6 +1103,7 @@ const bora_graph_api g_api = {
     .bincount = api_bincount,
     .grouped_matmul = api_grouped_matmul,
     .metric = api_metric,
+    .conv1d = api_conv1d,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1158,7 +1159,11 @@ void g_graph_free(g_graph *g)
 
 uint32_t g_op_since(int op)
 {
-    return op >= BORA_OP_TOP_K ? 13 : op >= BORA_OP_SAMPLE ? 11 : op >= BORA_OP_SIN ? 9 : 0;
+    return op >= BORA_OP_CONV1D   ? 15
+           : op >= BORA_OP_TOP_K  ? 13
+           : op >= BORA_OP_SAMPLE ? 11
+           : op >= BORA_OP_SIN    ? 9
+                                  : 0;
 }
 
 const char *g_op_name(int op)
@@ -1223,7 +1228,10 @@ const char *g_op_name(int op)
                                         "argsort",
                                         "bincount",
                                         "grouped_matmul",
-                                        "grouped_matmul_grad"};
+                                        "grouped_matmul_grad",
+                                        "conv1d",
+                                        "conv1d_grad_input",
+                                        "conv1d_grad_weight"};
     _Static_assert(sizeof names / sizeof names[0] == BORA_OP_COUNT_, "a name for every op");
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];
