@@ -333,6 +333,15 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
     size_t nbytes = 0;
     if (g_axes_size(g, "parameter", name, dtype, ndim, axes, &nbytes))
         return NULL;
+    if (init.kind == BORA_INIT_SINUSOIDS && (ndim != 2 || axes[1].size % 2 || axes[1].size < 4 ||
+                                             !(init.value >= 0 && isfinite(init.value)))) {
+        g_fail(g,
+               "parameter '%s': sinusoids (BORA_INIT_SINUSOIDS) fill a (length, channels) table "
+               "with an even number of channels, at least 4, and a largest timescale of 0 "
+               "(10000) or more",
+               name);
+        return NULL;
+    }
     g_store *s = g->store;
     long at = g_store_find(s, name);
     if (at >= 0) {
@@ -392,7 +401,8 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
     if (v) {
         v->storage = S_PARAM;
         v->slot = (int)at;
-        v->requires_grad = 1;
+        /* a frozen parameter is a constant to autodiff: it gets no gradient */
+        v->requires_grad = !(s->slots[at].flags & BORA_PARAM_FROZEN);
         s->slots[at].declared_in = g->serial;
     }
     return v;

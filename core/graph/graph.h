@@ -318,6 +318,8 @@ int g_store_index(g_store *s, long at);
 void g_philox_key(uint64_t seed, const char *name, uint32_t key[2]);
 /* The Philox-derived initial value of element i of a parameter (f64). */
 double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i);
+/* Element i of BORA_INIT_SINUSOIDS over a (length, channels) parameter. */
+double g_init_sinusoid(bora_init init, int64_t channels, uint64_t i);
 
 /* ---- graphs ------------------------------------------------------------------------------- */
 

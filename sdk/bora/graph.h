@@ -89,7 +89,12 @@ typedef enum bora_init_kind {
     BORA_INIT_ZEROS = 1,
     BORA_INIT_ONES = 2,
     BORA_INIT_CONSTANT = 3, /* value */
-    BORA_INIT_NORMAL = 4    /* mean 0, standard deviation value */
+    BORA_INIT_NORMAL = 4,   /* mean 0, standard deviation value */
+    /* (ABI 1.15) Whisper's sinusoids over a 2-d (length, channels) parameter, channels even and
+     * at least 4: row t is sin(t·f_i) for i < channels/2, then cos(t·f_i), with f_i =
+     * exp(-i·ln(value)/(channels/2 - 1)) and value the largest timescale (0: 10000). Each step is
+     * rounded to f32 as transformers' sinusoids() computes it. */
+    BORA_INIT_SINUSOIDS = 5
 } bora_init_kind;
 
 typedef struct bora_init {
@@ -114,12 +119,21 @@ static inline bora_init bora_init_normal(double std)
 {
     return (bora_init){BORA_INIT_NORMAL, 0, std};
 }
+static inline bora_init bora_init_sinusoids(void)
+{
+    return (bora_init){BORA_INIT_SINUSOIDS, 0, 10000.0};
+}
 
 /* Parameter flags. */
 #define BORA_PARAM_NO_DECAY 1u /* excluded from weight decay (norms, biases, GPT-2's embeddings) */
 /* ABI 1.11: a matrix stored (fan_in, fan_out), as GPT-2's Conv1D: its first axis is the input
  * (nn.Linear's weight, (fan_out, fan_in), has no flag) */
 #define BORA_PARAM_IN_OUT 2u
+/* ABI 1.15: a frozen parameter (PyTorch's requires_grad False: Whisper's sinusoidal encoder
+ * positions). Autodiff gives it no gradient and optimizers never see it (no update, no state,
+ * not in the gradient norm); it is saved in checkpoints, exported and imported like any other,
+ * and counted among the parameters but not in the model FLOPs of throughput/mfu. */
+#define BORA_PARAM_FROZEN 4u
 
 /* Op ids: the index of a backend's kernel table. Only ever appended. */
 typedef enum bora_op {
