@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { TOKENS, EXTENT }; /* what an input holds */
+enum { TOKENS, EXTENT, FEATURES }; /* what an input holds */
 
 #define M(mode) (1u << (mode))
 
@@ -21,6 +21,7 @@ static const struct rule {
      M(BORA_MODE_TRAIN) | M(BORA_MODE_EVAL) | M(BORA_MODE_PREFILL) | M(BORA_MODE_DECODE), TOKENS},
     {"targets", M(BORA_MODE_TRAIN), M(BORA_MODE_TRAIN), TOKENS},
     {"segment_ids", M(BORA_MODE_TRAIN) | M(BORA_MODE_EVAL) | M(BORA_MODE_PREFILL), 0, TOKENS},
+    {"input_features", M(BORA_MODE_TRAIN) | M(BORA_MODE_EVAL) | M(BORA_MODE_PREFILL), 0, FEATURES},
     {"position", M(BORA_MODE_DECODE), 0, EXTENT},
     {"key_length", M(BORA_MODE_PREFILL) | M(BORA_MODE_DECODE), 0, EXTENT},
 };
@@ -65,8 +66,9 @@ int bora_inputs_reads(const g_graph *g, const char *name)
 }
 
 /* The shape the host writes: tokens (batch, position) i32 with the batch the host asked for
- * (a decode graph one position), every token input as long as input_ids; an
- * extent (a bounded i32 scalar, from graph_api.extent). */
+ * (a decode graph one position), every token input as long as input_ids; audio features
+ * (batch, mel, frame) f32, the axes so named; an extent (a bounded i32 scalar, from
+ * graph_api.extent). */
 static bora_status check_shape(const g_graph *g, int mode, const char *pre, const struct rule *r,
                                const gval *v, const gval *ids)
 {
@@ -93,6 +95,20 @@ static bora_status check_shape(const g_graph *g, int mode, const char *pre, cons
                                   "%sthe %s graph's input '%s' has %lld positions, "
                                   "input_ids %lld: bora fills both from the same rows",
                                   pre, m, r->name, (long long)v->dims[1], (long long)ids->dims[1]);
+        return BORA_OK;
+    case FEATURES:
+        if (v->dtype != BORA_DTYPE_F32 || v->ndim != 3 || strcmp(v->names[0], "batch") ||
+            strcmp(v->names[1], "mel") || strcmp(v->names[2], "frame"))
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "%sthe %s graph's input '%s' is not (batch, mel, frame) f32 "
+                                  "with its axes so named, as bora fills it (see "
+                                  "sdk/bora/model.h)",
+                                  pre, m, r->name);
+        if (v->dims[0] != g->batch)
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "%sthe %s graph's input '%s' has %lld rows, not the "
+                                  "batch of %lld that bora fills (size it with graph_api.batch)",
+                                  pre, m, r->name, (long long)v->dims[0], (long long)g->batch);
         return BORA_OK;
     default:
         if (v->dtype != BORA_DTYPE_I32 || v->ndim != 0)

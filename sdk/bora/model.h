@@ -19,6 +19,17 @@
  *   segment_ids  (batch, position) i32   train, eval, prefill: which document of the row each
  *                                        position is in (0, 1, ...), for attention that stays
  *                                        inside a document. Optional: filled only where read.
+ *   input_features (batch, mel, frame) f32  train, eval, prefill: an audio model's log-mel
+ *                                        features, one clip per row (Whisper's: mel the
+ *                                        model's num_mel_bins, frame 3000 for 30 s of 16 kHz
+ *                                        audio, frame·160 samples), the axes named exactly
+ *                                        so. Optional: filled only where read, and only from
+ *                                        an audio dataset (data.type: audio), whose rows then
+ *                                        give input_ids/targets as the decoder's tokens:
+ *                                        start sequence + text + <|endoftext|>, padded with
+ *                                        <|endoftext|>; targets one later, -100 where a
+ *                                        start-sequence token would be predicted and on
+ *                                        padding.
  *   loss_scale   () f32                  train: declared by the host after build() (one over
  *                                        the step's target count); a model does not read it.
  *   position     extent, i32             decode: where the new token goes (0 .. its maximum).

@@ -40,7 +40,7 @@ trainer:
 YAML
 
 misspelt="model contract: the train graph reads input 'input_idz', which bora does not fill (it \
-fills input_ids, targets, segment_ids in train mode)"
+fills input_ids, targets, segment_ids, input_features in train mode)"
 expect 1 "$misspelt" graph lm.yaml --model.ids_input=input_idz
 expect 1 "$misspelt" train lm.yaml --model.ids_input=input_idz
 case $out in *"step 1"*) fail "the misspelt input reached step 1: $out" ;; esac
