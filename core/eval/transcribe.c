@@ -3,8 +3,10 @@
 
 #include "../train/inputs.h"
 #include "../util/log.h"
+#include "../util/str.h"
 #include "logits.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,5 +232,37 @@ bora_status bora_transcript_text(const bora_tokenizer *tok, const int32_t *ids, 
     size_t len = 0;
     bora_status st = bora_tokenizer_decode(tok, kept, k, text, &len);
     free(kept);
+    return st;
+}
+
+bora_status bora_transcribe_wer(bora_transcriber *t, const bora_tokenizer *tok,
+                                const int32_t *prefix, int n_prefix, int32_t eot, int64_t n,
+                                bora_clip_fn get, void *ctx, int64_t progress_every, bora_wer *w)
+{
+    memset(w, 0, sizeof *w);
+    size_t floats = (size_t)t->mels * (size_t)t->frames;
+    float *features = malloc(sizeof(float) * floats);
+    if (!features)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    bora_ids ids = {0};
+    bora_status st = BORA_OK;
+    double t0 = bora_now_s();
+    for (int64_t i = 0; i < n && st == BORA_OK; i++) {
+        char *reference = NULL, *text = NULL;
+        st = get(ctx, i, features, &reference);
+        if (st == BORA_OK)
+            st = bora_transcribe(t, features, prefix, n_prefix, eot, t->T, &ids);
+        if (st == BORA_OK)
+            st = bora_transcript_text(tok, ids.ids, ids.n, eot, &text);
+        if (st == BORA_OK)
+            st = bora_wer_add(w, reference, text);
+        free(reference);
+        free(text);
+        if (st == BORA_OK && progress_every > 0 && ((i + 1) % progress_every == 0 || i + 1 == n))
+            fprintf(stderr, "wer: %lld/%lld clips, WER %.2f%% so far (%.1f s)\n",
+                    (long long)(i + 1), (long long)n, 100.0 * bora_wer_rate(w), bora_now_s() - t0);
+    }
+    bora_ids_free(&ids);
+    free(features);
     return st;
 }

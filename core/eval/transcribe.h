@@ -23,6 +23,7 @@
 
 #include "../data/tokenizer.h"
 #include "../graph/graph.h"
+#include "wer.h"
 
 #include <bora/model.h>
 
@@ -53,3 +54,13 @@ bora_status bora_transcript_text(const bora_tokenizer *tok, const int32_t *ids, 
                                  int32_t eot, char **text);
 
 #endif
+
+/* The corpus word error rate of greedy transcripts (eval/wer.h): clips 0..n-1, each given by
+ * get (its features, mels × frames floats, and its reference text, malloc'ed). A clip that get
+ * or the model fails on ends the run with that error. Done clips print a progress line to
+ * stderr every progress_every clips (0: none). */
+typedef bora_status (*bora_clip_fn)(void *ctx, int64_t i, float *features, char **reference);
+
+bora_status bora_transcribe_wer(bora_transcriber *t, const bora_tokenizer *tok,
+                                const int32_t *prefix, int n_prefix, int32_t eot, int64_t n,
+                                bora_clip_fn get, void *ctx, int64_t progress_every, bora_wer *w);
