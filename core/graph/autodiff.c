@@ -430,6 +430,38 @@ static void op_backward(g_graph *g, gnode *n)
             acc(g, b, dy ? g_grouped_matmul(g, x, dy, sizes) : NULL);
         break;
     }
+    case BORA_OP_CONV1D: {
+        /* y = conv(x, w): dx is the transposed convolution of dy by w, dw the correlation of x
+         * with dy; under mixed precision dy is rounded once, for both */
+        int64_t s = n->opt.conv.stride, p = n->opt.conv.padding;
+        dy = g_lowp(g, in_order(g, dy, y));
+        if (x->requires_grad)
+            acc(g, x, dy ? g_conv1d_grad_input(g, dy, b, s, p, x) : NULL);
+        if (b->requires_grad)
+            acc(g, b, dy ? g_conv1d_grad_weight(g, x, dy, s, p, b) : NULL);
+        break;
+    }
+    case BORA_OP_CONV1D_GRAD_INPUT: {
+        /* dx = convT(d, w), bilinear: with G = dx's gradient, d gets conv(G, w) and w gets the
+         * weight gradient of G with d */
+        int64_t s = n->opt.conv.stride, p = n->opt.conv.padding;
+        dy = g_lowp(g, in_order(g, dy, y));
+        if (x->requires_grad)
+            acc(g, x, dy ? g_conv1d(g, dy, b, s, p) : NULL);
+        if (b->requires_grad)
+            acc(g, b, dy ? g_conv1d_grad_weight(g, dy, x, s, p, b) : NULL);
+        break;
+    }
+    case BORA_OP_CONV1D_GRAD_WEIGHT: {
+        /* dw = corr(x, d): with G = dw's gradient, x gets convT(d, G) and d gets conv(x, G) */
+        int64_t s = n->opt.conv.stride, p = n->opt.conv.padding;
+        dy = g_lowp(g, in_order(g, dy, y));
+        if (x->requires_grad)
+            acc(g, x, dy ? g_conv1d_grad_input(g, b, dy, s, p, x) : NULL);
+        if (b->requires_grad)
+            acc(g, b, dy ? g_conv1d(g, x, dy, s, p) : NULL);
+        break;
+    }
     default: g_fail(g, "no gradient rule for op '%s'", g_op_name(n->op));
     }
 }

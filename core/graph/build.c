@@ -333,6 +333,15 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
     size_t nbytes = 0;
     if (g_axes_size(g, "parameter", name, dtype, ndim, axes, &nbytes))
         return NULL;
+    if (init.kind == BORA_INIT_SINUSOIDS && (ndim != 2 || axes[1].size % 2 || axes[1].size < 4 ||
+                                             !(init.value >= 0 && isfinite(init.value)))) {
+        g_fail(g,
+               "parameter '%s': sinusoids (BORA_INIT_SINUSOIDS) fill a (length, channels) table "
+               "with an even number of channels, at least 4, and a largest timescale of 0 "
+               "(10000) or more",
+               name);
+        return NULL;
+    }
     g_store *s = g->store;
     long at = g_store_find(s, name);
     if (at >= 0) {
@@ -392,7 +401,8 @@ static bora_tensor *api_param(bora_graph *gp, const char *name, int32_t dtype, i
     if (v) {
         v->storage = S_PARAM;
         v->slot = (int)at;
-        v->requires_grad = 1;
+        /* a frozen parameter is a constant to autodiff: it gets no gradient */
+        v->requires_grad = !(s->slots[at].flags & BORA_PARAM_FROZEN);
         s->slots[at].declared_in = g->serial;
     }
     return v;
@@ -1093,6 +1103,7 @@ const bora_graph_api g_api = {
     .bincount = api_bincount,
     .grouped_matmul = api_grouped_matmul,
     .metric = api_metric,
+    .conv1d = api_conv1d,
 };
 
 g_graph *g_graph_new(g_store *store, int mode)
@@ -1148,7 +1159,11 @@ void g_graph_free(g_graph *g)
 
 uint32_t g_op_since(int op)
 {
-    return op >= BORA_OP_TOP_K ? 13 : op >= BORA_OP_SAMPLE ? 11 : op >= BORA_OP_SIN ? 9 : 0;
+    return op >= BORA_OP_CONV1D   ? 15
+           : op >= BORA_OP_TOP_K  ? 13
+           : op >= BORA_OP_SAMPLE ? 11
+           : op >= BORA_OP_SIN    ? 9
+                                  : 0;
 }
 
 const char *g_op_name(int op)
@@ -1213,7 +1228,10 @@ const char *g_op_name(int op)
                                         "argsort",
                                         "bincount",
                                         "grouped_matmul",
-                                        "grouped_matmul_grad"};
+                                        "grouped_matmul_grad",
+                                        "conv1d",
+                                        "conv1d_grad_input",
+                                        "conv1d_grad_weight"};
     _Static_assert(sizeof names / sizeof names[0] == BORA_OP_COUNT_, "a name for every op");
     if (op > 0 && op < (int)(sizeof names / sizeof names[0]))
         return names[op];

@@ -1,7 +1,8 @@
 /* core/graph/build.h — what the graph builder's files (build.c: leaves, views, elementwise,
  * reductions, the table; build_ops.c: dot, norms, losses, attention, store leaves; build_elem.c:
  * constants, ramps and where; build_rope.c; build_sample.c: tokens drawn from logits;
- * build_moe.c: top_k, routing and grouped products) share and no one else needs. */
+ * build_moe.c: top_k, routing and grouped products; build_conv.c: conv1d) share and no one else
+ * needs. */
 #ifndef BORA_GRAPH_BUILD_H
 #define BORA_GRAPH_BUILD_H
 
@@ -80,5 +81,8 @@ bora_tensor *api_argsort(bora_graph *gp, bora_tensor *keys);
 bora_tensor *api_bincount(bora_graph *gp, bora_tensor *keys, bora_axis bins);
 bora_tensor *api_grouped_matmul(bora_graph *gp, bora_tensor *x, bora_tensor *w,
                                 bora_tensor *group_sizes, const char *contract);
+/* build_conv.c */
+bora_tensor *api_conv1d(bora_graph *gp, bora_tensor *x, bora_tensor *w,
+                        const bora_conv1d_opts *opts);
 
 #endif

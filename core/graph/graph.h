@@ -91,6 +91,7 @@ struct gnode {
         bora_opt_rope rope;
         bora_opt_sample sample;
         bora_opt_top_k top_k;
+        bora_opt_conv1d conv;
     } opt;
     /* views */
     int view;
@@ -317,6 +318,8 @@ int g_store_index(g_store *s, long at);
 void g_philox_key(uint64_t seed, const char *name, uint32_t key[2]);
 /* The Philox-derived initial value of element i of a parameter (f64). */
 double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i);
+/* Element i of BORA_INIT_SINUSOIDS over a (length, channels) parameter. */
+double g_init_sinusoid(bora_init init, int64_t channels, uint64_t i);
 
 /* ---- graphs ------------------------------------------------------------------------------- */
 
@@ -363,6 +366,14 @@ gval *g_matmul3(g_graph *g, gval *a, gval *b);
  * precision (build_moe.c). */
 gval *g_grouped_matmul(g_graph *g, gval *x, gval *w, gval *sizes);
 gval *g_grouped_matmul_grad(g_graph *g, gval *x, gval *dy, gval *sizes, const gval *w);
+/* CONV1D over x (batch, in, length), w (out, in, kernel) -> (batch, out, J), and its gradients
+ * (dy, w) -> shaped like x and (x, dy) -> shaped like w; operands rounded to bf16 under mixed
+ * precision (build_conv.c). */
+gval *g_conv1d(g_graph *g, gval *x, gval *w, int64_t stride, int64_t padding);
+gval *g_conv1d_grad_input(g_graph *g, gval *dy, gval *w, int64_t stride, int64_t padding,
+                          const gval *x);
+gval *g_conv1d_grad_weight(g_graph *g, gval *x, gval *dy, int64_t stride, int64_t padding,
+                           const gval *w);
 /* Under mixed precision, v's bf16 copy (made once); else v. */
 gval *g_lowp(g_graph *g, gval *v);
 gval *g_reduce_last(g_graph *g, int op, gval *x, int n, const char *const *axes);

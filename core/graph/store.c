@@ -52,6 +52,21 @@ static double init_at(uint64_t seed, const uint32_t key[2], bora_init init, uint
     return init.value * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
+/* Whisper's sinusoids(length, channels) as transformers computes them, every step rounded to
+ * f32 as torch's float32 tensors round it: the increment ln(max)/(C/2 - 1) in double (numpy),
+ * the exponent -inc·i, its exp, the angle t·f and its sine or cosine each rounded to f32. */
+double g_init_sinusoid(bora_init init, int64_t channels, uint64_t i)
+{
+    int64_t half = channels / 2, t = (int64_t)(i / (uint64_t)channels),
+            c = (int64_t)(i % (uint64_t)channels), k = c < half ? c : c - half;
+    double max_timescale = init.value > 0 ? init.value : 10000.0;
+    double inc = log(max_timescale) / (double)(half - 1);
+    float expo = (float)-inc * (float)k;
+    float f = (float)exp((double)expo);
+    float angle = (float)t * f;
+    return c < half ? (double)(float)sin((double)angle) : (double)(float)cos((double)angle);
+}
+
 double g_init_value(uint64_t seed, const char *name, bora_init init, uint64_t i)
 {
     uint32_t key[2];
@@ -177,8 +192,12 @@ static void *init_run(void *arg)
     size_t esz = bora_dtype_size(w->p->dtype);
     uint32_t key[2];
     g_philox_key(w->seed, w->p->name, key);
+    int64_t channels = w->p->ndim ? w->p->dims[w->p->ndim - 1] : 1;
     for (size_t e = w->from; e < w->to; e++)
-        store_value(w->host + e * esz, w->p->dtype, init_at(w->seed, key, w->p->init, e));
+        store_value(w->host + e * esz, w->p->dtype,
+                    w->p->init.kind == BORA_INIT_SINUSOIDS
+                        ? g_init_sinusoid(w->p->init, channels, e)
+                        : init_at(w->seed, key, w->p->init, e));
     return NULL;
 }
 

@@ -78,7 +78,8 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
     for (size_t i = 0; i < n; i++) {
         size_t k = group_of ? group_of[i] : 0;
         size_t m = count_names(groups[k].ops->slots);
-        out->slots[i] = groups[k].ops->slots;
+        /* a frozen parameter has no optimizer state (nor any in a checkpoint) */
+        out->slots[i] = store->slots[i].flags & BORA_PARAM_FROZEN ? NULL : groups[k].ops->slots;
         n_slots = m > n_slots ? m : n_slots;
     }
     store->n_states = n_slots;
@@ -97,7 +98,8 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
         for (size_t i = 0; i < out->n_scalars[k]; i++)
             scalars[16 * k + i] = A->input(gp, out->scalar_names[k][i], BORA_DTYPE_F32, 0, NULL);
 
-    /* Every parameter and its gradient; the squared norm in f64, in parameter order. */
+    /* Every trainable parameter and its gradient (a frozen one has neither update nor
+     * gradient); the squared norm in f64, in parameter order. */
     gval **params = calloc(n ? n : 1, sizeof *params), **grads = calloc(n ? n : 1, sizeof *grads);
     if (!params || !grads) {
         free(params);
@@ -108,6 +110,8 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
     gval *total = NULL;
     for (size_t i = 0; i < n && !g->status; i++) {
         const g_slot *s = &store->slots[i];
+        if (s->flags & BORA_PARAM_FROZEN)
+            continue;
         bora_axis axes[BORA_MAX_DIMS];
         for (int d = 0; d < s->ndim; d++)
             axes[d] = (bora_axis){s->names[d], s->dims[d]};
@@ -141,7 +145,8 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
         size_t k = j / (2 * n), i = j % n;
         int first = j % (2 * n) < n;
         const g_slot *s = &store->slots[i];
-        if ((group_of ? group_of[i] : 0) != k || (!(s->flags & BORA_PARAM_NO_DECAY)) != first)
+        if ((group_of ? group_of[i] : 0) != k || (!(s->flags & BORA_PARAM_NO_DECAY)) != first ||
+            (s->flags & BORA_PARAM_FROZEN))
             continue;
         const bora_optimizer_ops *ops = groups[k].ops;
         gval *gr = grads[i];
@@ -208,7 +213,8 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
      * train graph writes them (one micro-batch a step: the next run overwrites them all). */
     int zero = !store->grad_writers || store->grad_adders;
     for (size_t i = 0; i < n && zero && !g->status; i++)
-        A->assign(gp, grads[i], g_fill(g, grads[i], 0.0));
+        if (grads[i])
+            A->assign(gp, grads[i], g_fill(g, grads[i], 0.0));
     free(params);
     free(grads);
     free(scalars);
@@ -220,7 +226,7 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
     if (g->output && g->output->base != g->output)
         g->output = A->contiguous(gp, g->output);
     if (!norm && !g->status)
-        g_fail(g, "the model has no parameters");
+        g_fail(g, "the model has no trainable parameters");
     return g->status ? g->status : g_finalize(g);
 }
 

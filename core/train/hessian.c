@@ -139,10 +139,10 @@ static bora_status build_fold(bora_hessian *h, const size_t *group_of)
     gval *total = NULL;
     for (size_t i = 0; i < store->n_slots && !g->status; i++) {
         size_t k = group_of ? group_of[i] : 0;
-        if (!h->wants[k])
+        const g_slot *s = &store->slots[i];
+        if (!h->wants[k] || (s->flags & BORA_PARAM_FROZEN)) /* a frozen one has no estimate */
             continue;
         const bora_optimizer_ops *ops = a->groups[k].ops;
-        const g_slot *s = &store->slots[i];
         bora_axis axes[BORA_MAX_DIMS];
         int64_t elements = 1;
         for (int d = 0; d < s->ndim; d++) {

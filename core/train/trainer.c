@@ -647,8 +647,9 @@ static int run_loop(trainer *t, int64_t start)
     return 0;
 }
 
-/* PaLM's model FLOPs per token, 6N + 12 L d T (N parameters, L layers, d the width, T the
- * context; the attention term needs the model's layer count and width keys), and the
+/* PaLM's model FLOPs per token, 6N + 12 L d T (N trainable parameters: a frozen table, as
+ * Whisper's sinusoidal positions, is added, never multiplied nor differentiated; L layers, d the
+ * width, T the context; the attention term needs the model's layer count and width keys), and the
  * backend's peak for throughput/mfu. A mixture of experts (a model with Hugging Face's
  * num_local_experts E and num_experts_per_tok k keys) runs each token through k of its E
  * experts, so N is the active count: the parameters outside the experts (those whose names
@@ -745,11 +746,17 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
-    size_t values = 0;
-    for (size_t i = 0; i < t.store->n_slots; i++)
-        values += t.store->slots[i].nbytes / bora_dtype_size(t.store->slots[i].dtype);
-    printf("model %s: %zu parameters in %zu tensors; optimizer %s; backend %s\n",
-           t.model_entry->ops->name, values, t.store->n_slots, t.opt_entry->ops->name,
+    size_t values = 0, frozen = 0;
+    for (size_t i = 0; i < t.store->n_slots; i++) {
+        size_t n = t.store->slots[i].nbytes / bora_dtype_size(t.store->slots[i].dtype);
+        values += n;
+        frozen += t.store->slots[i].flags & BORA_PARAM_FROZEN ? n : 0;
+    }
+    char frozen_note[96] = "";
+    if (frozen)
+        snprintf(frozen_note, sizeof frozen_note, " (%zu of them frozen)", frozen);
+    printf("model %s: %zu parameters%s in %zu tensors; optimizer %s; backend %s\n",
+           t.model_entry->ops->name, values, frozen_note, t.store->n_slots, t.opt_entry->ops->name,
            t.be_entry->ops->name);
     if (t.groups.n > 1) {
         char who[1024];
@@ -784,7 +791,7 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
                                    t.max_eval_batches * t.batch < bora_loader_windows(t.val)
                                ? t.max_eval_batches * t.batch
                                : bora_loader_windows(t.val)));
-    model_flops(&t, root, values);
+    model_flops(&t, root, values - frozen);
     int64_t start;
     if (tr_restore(&t, &start) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());

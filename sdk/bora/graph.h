@@ -89,7 +89,12 @@ typedef enum bora_init_kind {
     BORA_INIT_ZEROS = 1,
     BORA_INIT_ONES = 2,
     BORA_INIT_CONSTANT = 3, /* value */
-    BORA_INIT_NORMAL = 4    /* mean 0, standard deviation value */
+    BORA_INIT_NORMAL = 4,   /* mean 0, standard deviation value */
+    /* (ABI 1.15) Whisper's sinusoids over a 2-d (length, channels) parameter, channels even and
+     * at least 4: row t is sin(t·f_i) for i < channels/2, then cos(t·f_i), with f_i =
+     * exp(-i·ln(value)/(channels/2 - 1)) and value the largest timescale (0: 10000). Each step is
+     * rounded to f32 as transformers' sinusoids() computes it. */
+    BORA_INIT_SINUSOIDS = 5
 } bora_init_kind;
 
 typedef struct bora_init {
@@ -114,12 +119,21 @@ static inline bora_init bora_init_normal(double std)
 {
     return (bora_init){BORA_INIT_NORMAL, 0, std};
 }
+static inline bora_init bora_init_sinusoids(void)
+{
+    return (bora_init){BORA_INIT_SINUSOIDS, 0, 10000.0};
+}
 
 /* Parameter flags. */
 #define BORA_PARAM_NO_DECAY 1u /* excluded from weight decay (norms, biases, GPT-2's embeddings) */
 /* ABI 1.11: a matrix stored (fan_in, fan_out), as GPT-2's Conv1D: its first axis is the input
  * (nn.Linear's weight, (fan_out, fan_in), has no flag) */
 #define BORA_PARAM_IN_OUT 2u
+/* ABI 1.15: a frozen parameter (PyTorch's requires_grad False: Whisper's sinusoidal encoder
+ * positions). Autodiff gives it no gradient and optimizers never see it (no update, no state,
+ * not in the gradient norm); it is saved in checkpoints, exported and imported like any other,
+ * and counted among the parameters but not in the model FLOPs of throughput/mfu. */
+#define BORA_PARAM_FROZEN 4u
 
 /* Op ids: the index of a backend's kernel table. Only ever appended. */
 typedef enum bora_op {
@@ -269,7 +283,23 @@ typedef enum bora_op {
      * over group e's rows (zero for an empty group; rows past the sum count nothing). Sizes
      * fail as GROUPED_MATMUL's. Under c=bf16 x and dy are bf16 and dw f32. */
     BORA_OP_GROUPED_MATMUL_GRAD = 60,
-    BORA_OP_COUNT_ = 61 /* one past the last op id */
+    /* ABI 1.15: a 1-d convolution (Whisper's audio stem), asked only of backends built for 1.15
+     * or later; an older one, or one without the kernels, gets the host's decomposition (zeros
+     * concatenated at both ends, the length axis split by the stride, one product per kernel
+     * tap). With s = stride >= 1, p = padding >= 0 and J = (L + 2p - K) / s + 1 >= 1, the padded
+     * x_p[b, c, i] = x[b, c, i - p] for p <= i < L + p and 0 elsewhere (bora_opt_conv1d):
+     * x (B, C, L), w (O, C, K) -> y (B, O, J), y[b, o, j] = Σ_c Σ_k w[o, c, k] · x_p[b, c, j·s + k]
+     * (PyTorch's conv1d without bias). Any strides; under trainer.mp c=bf16 x and w are bf16 and
+     * y f32, accumulated in f32, as BORA_OP_MATMUL. */
+    BORA_OP_CONV1D = 61,
+    /* (dy (B, O, J), w (O, C, K)) -> dx (B, C, L): x's gradient, dx[b, c, i - p] = Σ_o Σ_(j, k:
+     * j·s + k = i) dy[b, o, j] · w[o, c, k] (the transposed convolution); positions no window
+     * reaches get 0. Under c=bf16 dy and w are bf16 and dx f32. */
+    BORA_OP_CONV1D_GRAD_INPUT = 62,
+    /* (x (B, C, L), dy (B, O, J)) -> dw (O, C, K): w's gradient, dw[o, c, k] = Σ_b Σ_j dy[b, o, j]
+     * · x_p[b, c, j·s + k]. Under c=bf16 x and dy are bf16 and dw f32. */
+    BORA_OP_CONV1D_GRAD_WEIGHT = 63,
+    BORA_OP_COUNT_ = 64 /* one past the last op id */
 } bora_op;
 
 /* Options structs; each begins with its own struct_size. */
@@ -364,6 +394,12 @@ typedef struct bora_opt_top_k { /* ABI 1.13 */
     int32_t row_offsets; /* 1: each index of row r plus r·D (a position in x as dense (R·D)) */
     int64_t k;           /* 1 <= k <= D */
 } bora_opt_top_k;
+
+typedef struct bora_opt_conv1d { /* ABI 1.15: BORA_OP_CONV1D and its gradients */
+    uint32_t struct_size;
+    int32_t stride;  /* s >= 1 */
+    int64_t padding; /* p >= 0 zeros at both ends of the length axis */
+} bora_opt_conv1d;
 
 typedef struct bora_opt_pad {
     uint32_t struct_size;
@@ -494,6 +530,16 @@ typedef struct bora_attention_opts {
      * masks and the softmax (Gemma 2's attn_logit_softcapping), forward and backward; 0: none. */
     double softcap;
 } bora_attention_opts;
+
+/* Options of bora_conv1d (ABI 1.15). */
+typedef struct bora_conv1d_opts {
+    uint32_t struct_size;
+    int32_t stride;          /* 0 or 1: every position; 2: every second (Whisper's conv2) */
+    int64_t padding;         /* zeros added at both ends of the length axis */
+    const char *length_axis; /* x's axis the kernel slides along; the result keeps its name */
+    const char *in_axis;     /* x's and w's input-channel axis, contracted */
+    const char *kernel_axis; /* w's kernel axis */
+} bora_conv1d_opts;
 
 /* The builder's functions; reached through every graph, so call sites read bora_add(g, a, b). */
 struct bora_graph_api {
@@ -694,6 +740,19 @@ struct bora_graph_api {
      * printed step line when there are at most three); eval, generation and Hessian graphs
      * ignore them. Use bora_graph_metric below, which does nothing on an older host. */
     bora_tensor *(*metric)(bora_graph *g, bora_tensor *t, const char *name);
+
+    /* ABI 1.15. A 1-d convolution without bias, PyTorch's conv1d (BORA_OP_CONV1D): x (batch...,
+     * in, length) in any axis order; w has exactly three axes: in_axis, kernel_axis and one
+     * more, the output channels (Hugging Face's Conv1d weight is (out, in, kernel)). The result
+     * has x's axes with in_axis replaced, in its place, by w's output axis, and length_axis of
+     * size (L + 2·padding − K) / stride + 1 (rounded down, at least 1). x and w share one dtype,
+     * f32 or f64 (under trainer.mp c=bf16 both are rounded to bf16 and the result is f32, as
+     * dot's). stride 0 means 1; stride >= 1 and padding >= 0. Add the bias with bora_add.
+     * Gradients to x (the transposed convolution) and w; a backend without the kernels (or
+     * built before 1.15) gets it as primitives: zeros concatenated at both ends, the length axis
+     * split by the stride, one dot per kernel tap, summed in tap order. */
+    bora_tensor *(*conv1d)(bora_graph *g, bora_tensor *x, bora_tensor *w,
+                           const bora_conv1d_opts *opts);
 };
 
 /* The most elements a metric (bora_graph_api.metric) may have. */
@@ -815,6 +874,14 @@ static inline bora_tensor *bora_residual(bora_graph *g, bora_tensor *x)
     if (g->api->struct_size < offsetof(bora_graph_api, residual) + sizeof g->api->residual)
         return x;
     return g->api->residual(g, x);
+}
+
+/* A 1-d convolution (bora_graph_api.conv1d; a plugin using it is built for ABI 1.15, which an
+ * older host refuses to load). */
+static inline bora_tensor *bora_conv1d(bora_graph *g, bora_tensor *x, bora_tensor *w,
+                                       const bora_conv1d_opts *opts)
+{
+    return g->api->conv1d(g, x, w, opts);
 }
 
 /* Declare t as a logged metric (bora_graph_api.metric); on a host older than ABI 1.14, nothing.

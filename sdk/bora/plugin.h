@@ -88,10 +88,13 @@ extern "C" {
  * experts' routing and per-expert products, with bora_opt_top_k), which the host asks only of
  * backends built for 1.13 or later, and bora_graph_api.top_k, argsort, bincount and
  * grouped_matmul; 1.14 appends bora_graph_api.metric, a model's own values logged with each
- * train step). A minor
+ * train step; 1.15 appends the ops BORA_OP_CONV1D, BORA_OP_CONV1D_GRAD_INPUT and
+ * BORA_OP_CONV1D_GRAD_WEIGHT (a 1-d convolution and its gradients, with bora_opt_conv1d), which
+ * the host asks only of backends built for 1.15 or later and otherwise builds from primitives,
+ * and bora_graph_api.conv1d with bora_conv1d_opts). A minor
  * bump only appends optional members; a major bump breaks. */
 #define BORA_ABI_MAJOR 1
-#define BORA_ABI_MINOR 14
+#define BORA_ABI_MINOR 15
 
 /* Status codes: 0 is success, every error is negative. */
 typedef int32_t bora_status;

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #if defined(__LP64__)
-_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 14,
+_Static_assert(BORA_ABI_MAJOR == 1 && BORA_ABI_MINOR == 15,
                "the ABI version changed: check the pinned layouts below, then update this line");
 /* op ids are ABI: appended, never renumbered */
 _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SLICE == 37 &&
@@ -23,7 +23,8 @@ _Static_assert(BORA_OP_XENT == 27 && BORA_OP_XENT_GRAD == 28 && BORA_OP_WRITE_SL
                    BORA_OP_RMS_NORM_GRAD == 53 && BORA_OP_ROPE == 54 && BORA_OP_SAMPLE == 55 &&
                    BORA_OP_TOP_K == 56 && BORA_OP_ARGSORT == 57 && BORA_OP_BINCOUNT == 58 &&
                    BORA_OP_GROUPED_MATMUL == 59 && BORA_OP_GROUPED_MATMUL_GRAD == 60 &&
-                   BORA_OP_COUNT_ == 61,
+                   BORA_OP_CONV1D == 61 && BORA_OP_CONV1D_GRAD_INPUT == 62 &&
+                   BORA_OP_CONV1D_GRAD_WEIGHT == 63 && BORA_OP_COUNT_ == 64,
                "op ids changed");
 /* parameter flags are stored in checkpoints' parameter slots and passed to optimizers */
 _Static_assert(BORA_PARAM_NO_DECAY == 1u && BORA_PARAM_IN_OUT == 2u, "parameter flags changed");
@@ -186,7 +187,7 @@ static void layout(void)
                    "bora_attention_opts.sliding_window");
     _Static_assert(offsetof(bora_attention_opts, softcap) == 88,
                    "bora_attention_opts.softcap (ABI 1.12)");
-    _Static_assert(sizeof(bora_graph_api) == 376, "size of bora_graph_api");
+    _Static_assert(sizeof(bora_graph_api) == 384, "size of bora_graph_api");
     /* ABI 1.11 */
     _Static_assert(offsetof(bora_graph_api, sample) == 328, "bora_graph_api.sample");
     /* ABI 1.13 */
@@ -197,6 +198,19 @@ static void layout(void)
                    "bora_graph_api.grouped_matmul");
     /* ABI 1.14 */
     _Static_assert(offsetof(bora_graph_api, metric) == 368, "bora_graph_api.metric");
+    /* ABI 1.15 */
+    _Static_assert(offsetof(bora_graph_api, conv1d) == 376, "bora_graph_api.conv1d");
+    _Static_assert(sizeof(bora_conv1d_opts) == 40, "size of bora_conv1d_opts");
+    _Static_assert(offsetof(bora_conv1d_opts, struct_size) == 0, "bora_conv1d_opts.struct_size");
+    _Static_assert(offsetof(bora_conv1d_opts, stride) == 4, "bora_conv1d_opts.stride");
+    _Static_assert(offsetof(bora_conv1d_opts, padding) == 8, "bora_conv1d_opts.padding");
+    _Static_assert(offsetof(bora_conv1d_opts, length_axis) == 16, "bora_conv1d_opts.length_axis");
+    _Static_assert(offsetof(bora_conv1d_opts, in_axis) == 24, "bora_conv1d_opts.in_axis");
+    _Static_assert(offsetof(bora_conv1d_opts, kernel_axis) == 32, "bora_conv1d_opts.kernel_axis");
+    _Static_assert(sizeof(bora_opt_conv1d) == 16, "size of bora_opt_conv1d");
+    _Static_assert(offsetof(bora_opt_conv1d, struct_size) == 0, "bora_opt_conv1d.struct_size");
+    _Static_assert(offsetof(bora_opt_conv1d, stride) == 4, "bora_opt_conv1d.stride");
+    _Static_assert(offsetof(bora_opt_conv1d, padding) == 8, "bora_opt_conv1d.padding");
     _Static_assert(offsetof(bora_graph_api, struct_size) == 0, "bora_graph_api.struct_size");
     _Static_assert(offsetof(bora_graph_api, reserved) == 4, "bora_graph_api.reserved");
     _Static_assert(offsetof(bora_graph_api, mode) == 8, "bora_graph_api.mode");

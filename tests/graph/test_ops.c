@@ -1289,10 +1289,11 @@ int main(int argc, char **argv)
      * when nothing differentiates through it: sum_squares here, write_slice and sample in
      * test_op_rules (which checks that they ran; sample's draws are checked against an
      * independent reference in test_sample), and the mixture-of-experts ops too, whose
-     * references and gradient checks are test_moe_ops'. */
+     * references and gradient checks are test_moe_ops', and conv1d's, test_conv1d's. */
     for (int op = 1; op < BORA_OP_COUNT_; op++)
         if (!ops_seen[op] && op != BORA_OP_WRITE_SLICE && op != BORA_OP_SAMPLE &&
-            (op < BORA_OP_TOP_K || op > BORA_OP_GROUPED_MATMUL_GRAD)) {
+            (op < BORA_OP_TOP_K || op > BORA_OP_GROUPED_MATMUL_GRAD) &&
+            (op < BORA_OP_CONV1D || op > BORA_OP_CONV1D_GRAD_WEIGHT)) {
             fprintf(stderr, "op '%s' (%d) has no gradient case in test_ops\n", g_op_name(op), op);
             test_failures++;
         }

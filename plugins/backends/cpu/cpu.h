@@ -58,6 +58,9 @@ bora_status cpu_sample_f64(bora_backend *b, const bora_kernel_args *a);
 /* moe.c: BORA_OP_TOP_K, ARGSORT, BINCOUNT, GROUPED_MATMUL and GROUPED_MATMUL_GRAD over these
  * dtypes (inputs, then outputs), or NULL. */
 bora_kernel_fn cpu_moe_kernel(uint32_t op, const int32_t *dt, uint32_t n);
+/* conv1d.c: BORA_OP_CONV1D and its two gradients over these dtypes (inputs, then outputs), or
+ * NULL. */
+bora_kernel_fn cpu_conv1d_kernel(uint32_t op, const int32_t *dt, uint32_t n);
 /* kernels.c: C = A B over (1, M, K) x (1, K, N) descs on MATMUL's path for A's dtype (f32, f64,
  * or bf16 operands widened for sgemm into an f32 C), with the same blocks whatever the threads. */
 bora_status cpu_matmul_one(bora_backend *bk, const bora_tensor_desc *A, const bora_tensor_desc *B,

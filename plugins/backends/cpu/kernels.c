@@ -652,6 +652,9 @@ bora_kernel_fn cpu_kernel(bora_backend *b, uint32_t op, const int32_t *dt, uint3
     /* mixture-of-experts routing and grouped products (moe.c) */
     if (op >= BORA_OP_TOP_K && op <= BORA_OP_GROUPED_MATMUL_GRAD)
         return cpu_moe_kernel(op, dt, n);
+    /* a 1-d convolution and its gradients (conv1d.c) */
+    if (op >= BORA_OP_CONV1D && op <= BORA_OP_CONV1D_GRAD_WEIGHT)
+        return cpu_conv1d_kernel(op, dt, n);
     int32_t ft = dt[0];
     if (op == BORA_OP_SCATTER_ADD)
         ft = dt[1];
