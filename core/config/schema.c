@@ -55,6 +55,19 @@ static const bora_key trainer_keys[] = {
 };
 
 static const bora_key data_keys[] = {
+    {"type", BORA_KEY_STRING, 0, "text",
+     "text (documents cut into seq_len windows) or audio: train_urls and validation_urls name "
+     ".jsonl manifests of {\"audio\": CLIP, \"text\": TEXT} lines, one clip a row, for an "
+     "audio model (one that reads input_features, such as whisper); CLIP a path relative to the "
+     "manifest, an absolute path or an http(s) URL, in any format libsndfile reads"},
+    {"audio_key", BORA_KEY_STRING, 0, "audio",
+     "data.type audio: the manifest field naming a line's clip (text_key names its text)"},
+    {"language", BORA_KEY_STRING, 0, "\"\"",
+     "data.type audio: the clips' language, a Whisper code (en, de) or name (german), put in "
+     "the start sequence with data.task; empty: none (an English-only model's "
+     "<|startoftranscript|><|notimestamps|>)"},
+    {"task", BORA_KEY_STRING, 0, "transcribe",
+     "data.type audio: transcribe or translate, in the start sequence after data.language"},
     {"train_urls", BORA_KEY_LIST, 0, "[]",
      "training text: .jsonl or .txt files, plain, .gz or .zst; globs and brace ranges "
      "(shard.{1..128}.jsonl.gz) expand, and each must match"},
@@ -72,12 +85,15 @@ static const bora_key data_keys[] = {
      "trainer.seed (waits for the whole token cache); N: permuted within eras of N windows "
      "(starts as soon as the first era is tokenized)"},
     {"max_bad_fraction", BORA_KEY_FLOAT, 0, "0",
-     "bad records (invalid JSON or UTF-8, no text field) allowed as a fraction of all; each is "
-     "reported with its file and line and skipped. 0: any is an error"},
+     "bad records (invalid JSON or UTF-8, no text field; audio: also a clip that is unreadable, "
+     "empty, longer than the model's window or not finite, or text longer than its decoder) "
+     "allowed as a fraction of all; each is reported with its file and line and skipped. 0: "
+     "any is an error"},
     {"cache_dir", BORA_KEY_STRING, 0, "\"\"",
      "the token cache's directory; empty: ${XDG_CACHE_HOME:-~/.cache}/bora/tokens/KEY, KEY a "
-     "hash of the tokenizer, text_key and the sources' paths, sizes and modification times. "
-     "Where it lives changes no bits: a resume ignores it"},
+     "hash of the tokenizer, text_key and the sources' paths, sizes and modification times "
+     "(audio: .../bora/audio/KEY, with the start sequence, audio_key and the model's n_mels, "
+     "frames and decoder positions). Where it lives changes no bits: a resume ignores it"},
     {"cache_workers", BORA_KEY_INT, 0, "0",
      "threads tokenizing files into the cache, at idle priority (0: one per core, at most 8); "
      "the cache is the same for any number (a resume ignores it)"},

@@ -3,6 +3,7 @@
 
 #include "../util/log.h"
 #include "../util/str.h"
+#include "audio_cache.h"
 #include "cache.h"
 
 #include <pthread.h>
@@ -14,6 +15,8 @@
 struct bora_loader {
     /* one source (parts == NULL) */
     bora_cache *cache;
+    bora_audio_cache *audio; /* or clips (data.type: audio): a window is a clip */
+    int32_t n_prefix;
     int owns_cache;
     int64_t seq_len;
     int64_t shuffle; /* 0, 1 (all windows) or an era length */
@@ -64,7 +67,7 @@ int32_t bora_eos_id(const bora_tokenizer *tok)
 /* Wait for the cache to be complete and note its size. */
 static bora_status finish(bora_loader *l)
 {
-    if (l->done)
+    if (l->done || l->audio)
         return BORA_OK;
     int64_t ready = 0, L = l->seq_len;
     int done = 0;
@@ -98,9 +101,66 @@ void bora_loader_cache_opts(const bora_loader_opts *o, bora_cache_opts *co)
                             o->workers, o->rebuild, o->max_bad_fraction, o->what, o->txt_whole};
 }
 
+void bora_loader_audio_cache_opts(const bora_loader_opts *o, bora_audio_cache_opts *ao)
+{
+    *ao = (bora_audio_cache_opts){.urls = o->urls,
+                                  .n_urls = o->n_urls,
+                                  .audio_key = o->audio_key,
+                                  .text_key = o->text_key,
+                                  .tok = o->tok,
+                                  .prefix = o->prefix,
+                                  .n_prefix = o->n_prefix,
+                                  .n_mels = o->n_mels,
+                                  .frames = o->frames,
+                                  .max_tokens = o->seq_len,
+                                  .dir = o->cache_dir,
+                                  .workers = o->workers,
+                                  .rebuild = o->rebuild,
+                                  .max_bad_fraction = o->max_bad_fraction,
+                                  .what = o->what};
+}
+
+/* A loader over an audio cache: every clip is there before the first row is read. */
+static bora_status open_audio(const bora_loader_opts *o, bora_loader **out)
+{
+    bora_audio_cache_opts ao;
+    bora_loader_audio_cache_opts(o, &ao);
+    bora_loader *l = calloc(1, sizeof *l);
+    if (!l)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&l->fetch_mu, NULL);
+    bora_status st = bora_audio_cache_open(&ao, &l->audio);
+    if (st == BORA_OK)
+        st = bora_audio_cache_wait(l->audio);
+    if (st != BORA_OK) {
+        bora_loader_free(l);
+        return st;
+    }
+    l->seq_len = o->seq_len;
+    l->shuffle = o->shuffle < 0 ? 0 : o->shuffle;
+    l->seed = o->seed;
+    l->eos = bora_eos_id(o->tok);
+    l->n_prefix = o->n_prefix;
+    l->hash = bora_fnv1a(BORA_FNV_SEED, "audio", 5);
+    l->hash = bora_fnv1a(l->hash, &o->seq_len, sizeof o->seq_len);
+    l->windows = bora_audio_cache_examples(l->audio);
+    bora_cache_progress p;
+    bora_audio_cache_progress_get(l->audio, &p);
+    l->all_tokens = p.tokens;
+    l->done = 1;
+    if (o->progress)
+        bora_log(BORA_LOG_INFO, "data: %s: %lld clips, %lld tokens (%zu of %zu manifests reused)",
+                 o->what ? o->what : "data", (long long)l->windows, (long long)p.tokens,
+                 bora_audio_cache_reused(l->audio), p.shards);
+    *out = l;
+    return BORA_OK;
+}
+
 bora_status bora_loader_open(const bora_loader_opts *o, bora_loader **out)
 {
     *out = NULL;
+    if (o->audio && o->seq_len >= 2)
+        return open_audio(o, out);
     if (o->seq_len < 2)
         return bora_error_set(BORA_ERR_INVALID, "data: seq_len %lld is too short",
                               (long long)o->seq_len);
@@ -167,6 +227,7 @@ static void cancel(bora_loader *l)
 {
     if (l->cache)
         bora_cache_cancel(l->cache);
+    /* (an audio loader has no build to wait for: it waited for its whole cache) */
     for (size_t i = 0; i < l->n_parts; i++)
         cancel(l->parts[i]);
 }
@@ -197,6 +258,7 @@ void bora_loader_free(bora_loader *l)
     free(l->base);
     if (l->owns_cache)
         bora_cache_free(l->cache);
+    bora_audio_cache_free(l->audio);
     pthread_mutex_destroy(&l->fetch_mu);
     free(l);
 }
@@ -241,6 +303,22 @@ static bora_status window_of(bora_loader *l, uint64_t i, uint64_t *w)
     return BORA_OK;
 }
 
+/* Clip w as a row: its tokens, then <|endoftext|> as padding; each position predicts the next
+ * token, except a start-sequence token (given, not learnt) and past the clip's last token. */
+static void fill_clip(bora_loader *l, uint64_t w, int32_t *src, int32_t *in, int32_t *tg,
+                      int32_t *sg, int64_t *count)
+{
+    int64_t L = l->seq_len, n = 0, len = 0;
+    bora_audio_cache_example(l->audio, (int64_t)w, NULL, src, &len);
+    for (int64_t t = 0; t < L; t++) {
+        in[t] = t < len ? src[t] : l->eos;
+        sg[t] = 0;
+        tg[t] = t + 1 < len && t + 1 >= l->n_prefix ? src[t + 1] : -100;
+        n += tg[t] >= 0;
+    }
+    *count = n;
+}
+
 /* Row i of a one-source loader: window_of(i), packed. */
 static bora_status fill_row(bora_loader *l, uint64_t i, int32_t *src, int32_t *in, int32_t *tg,
                             int32_t *sg, int64_t *count)
@@ -249,6 +327,10 @@ static bora_status fill_row(bora_loader *l, uint64_t i, int32_t *src, int32_t *i
     bora_status st = window_of(l, i, &w);
     if (st != BORA_OK)
         return st;
+    if (l->audio) {
+        fill_clip(l, w, src, in, tg, sg, count);
+        return BORA_OK;
+    }
     int64_t L = l->seq_len, n = 0;
     bora_cache_read(l->cache, (int64_t)(w * (uint64_t)L), L + 1, src);
     int32_t seg = 0;
@@ -457,6 +539,36 @@ uint64_t bora_permute(uint64_t seed, uint64_t n, uint64_t i)
     return x;
 }
 
+bora_status bora_loader_features(bora_loader *l, int64_t k, int64_t batch_size, int64_t row0,
+                                 int64_t n, float *features)
+{
+    int n_mels;
+    int64_t frames;
+    if (!bora_loader_audio(l, &n_mels, &frames))
+        return bora_error_set(BORA_ERR_INVALID, "data: audio features asked of a text dataset");
+    if (k < 0 || row0 < 0 || n < 0 || row0 + n > batch_size)
+        return bora_error_set(BORA_ERR_INVALID, "loader: rows %lld..%lld of a batch of %lld",
+                              (long long)row0, (long long)(row0 + n), (long long)batch_size);
+    size_t per = (size_t)n_mels * (size_t)frames;
+    for (int64_t r = 0; r < n; r++) {
+        uint64_t w, i = (uint64_t)k * (uint64_t)batch_size + (uint64_t)(row0 + r);
+        int64_t len;
+        bora_status st = window_of(l, i, &w);
+        if (st != BORA_OK)
+            return st;
+        bora_audio_cache_example(l->audio, (int64_t)w, features + (size_t)r * per, NULL, &len);
+    }
+    return BORA_OK;
+}
+
+int bora_loader_audio(const bora_loader *l, int *n_mels, int64_t *frames)
+{
+    if (!l->audio)
+        return 0;
+    bora_audio_cache_shape(l->audio, n_mels, frames);
+    return 1;
+}
+
 int64_t bora_loader_windows(bora_loader *l)
 {
     if (l->parts) {
@@ -481,7 +593,9 @@ int64_t bora_loader_tokens(bora_loader *l)
 
 const char *bora_loader_cache_dir(const bora_loader *l)
 {
-    return l->parts ? bora_loader_cache_dir(l->parts[0]) : bora_cache_dir(l->cache);
+    return l->parts   ? bora_loader_cache_dir(l->parts[0])
+           : l->audio ? bora_audio_cache_dir(l->audio)
+                      : bora_cache_dir(l->cache);
 }
 
 bora_status bora_loader_hash(const bora_loader *l, uint64_t *hash)
@@ -491,6 +605,8 @@ bora_status bora_loader_hash(const bora_loader *l, uint64_t *hash)
     bora_status st;
     if (l->cache && (st = bora_cache_digest(l->cache, &digest)) != BORA_OK)
         return st;
+    if (l->audio)
+        digest = bora_audio_cache_digest(l->audio);
     for (size_t d = 0; d < l->n_parts; d++) {
         uint64_t ph;
         if ((st = bora_loader_hash(l->parts[d], &ph)) != BORA_OK)
@@ -513,6 +629,10 @@ bora_status bora_loader_carve(bora_loader *train, int64_t n, bora_loader **out)
         return bora_error_set(BORA_ERR_INVALID,
                               "data.validation_windows: holds out windows of one dataset (not a "
                               "mixture), at least 1");
+    if (train->audio)
+        return bora_error_set(BORA_ERR_INVALID,
+                              "data.validation_windows: holds out text windows; give an audio "
+                              "dataset (data.type: audio) its data.validation_urls");
     bora_loader *v = calloc(1, sizeof *v);
     if (!v)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");

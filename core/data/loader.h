@@ -44,6 +44,16 @@ typedef struct bora_loader_opts {
     int64_t skip_windows;    /* the first windows are held out (bora_loader_carve) */
     int prefetch;            /* a thread fetches batch k + 1 while batch k trains */
     int txt_whole;           /* a .txt file is one document */
+    /* data.type: audio (audio_cache.h): urls name manifests of clips, and a row is one clip:
+     * input_ids its tokens (start sequence, text, <|endoftext|>) padded with <|endoftext|> to
+     * seq_len, targets one later with -100 where a start-sequence token would be predicted and
+     * on padding, segment_ids 0, and its features from bora_loader_features. */
+    int audio;
+    const char *audio_key;
+    const int32_t *prefix; /* the start sequence, n_prefix ids */
+    int n_prefix;
+    int n_mels;
+    int64_t frames;
 } bora_loader_opts;
 
 /* A mixture of datasets: row i of the joined batches (k * batch_size + r) falls in block
@@ -73,6 +83,9 @@ int64_t bora_loader_mixture_counts(const bora_loader *l, size_t stage, int64_t *
 bora_status bora_loader_carve(bora_loader *train, int64_t n, bora_loader **out);
 /* The options of the token cache a loader with these options reads (to build it alone). */
 void bora_loader_cache_opts(const bora_loader_opts *o, bora_cache_opts *co);
+/* The same of an audio loader's cache (audio_cache.h). */
+struct bora_audio_cache_opts;
+void bora_loader_audio_cache_opts(const bora_loader_opts *o, struct bora_audio_cache_opts *ao);
 /* The tokenizer's end-of-text id (<|endoftext|>, <|end_of_text|>, </s> or <eos>), or -1. */
 int32_t bora_eos_id(const bora_tokenizer *tok);
 void bora_loader_free(bora_loader *l);
@@ -83,8 +96,15 @@ bora_status bora_loader_rows(bora_loader *l, int64_t k, int64_t batch_size, int6
                              int32_t *input_ids, int32_t *targets, int32_t *segment_ids,
                              int64_t *loss_tokens);
 
-/* Windows and tokens in all (a mixture: of its parts): these wait for the whole cache (0 if it
- * failed). With skip_windows, the windows rows read (the rest); a carved set's tokens are its
+/* An audio loader's features of rows [row0, row0 + n) of batch k (the rows bora_loader_rows
+ * gives): n * n_mels * frames floats, each row (mel, frame) row-major. */
+bora_status bora_loader_features(bora_loader *l, int64_t k, int64_t batch_size, int64_t row0,
+                                 int64_t n, float *features);
+/* Whether l is an audio loader, and its features' shape. */
+int bora_loader_audio(const bora_loader *l, int *n_mels, int64_t *frames);
+
+/* Windows and tokens in all (a mixture: of its parts; audio: clips and their tokens): these
+ * wait for the whole cache (0 if it failed). With skip_windows, the windows rows read (the rest); a carved set's tokens are its
  * windows' (and the one after). */
 int64_t bora_loader_windows(bora_loader *l);
 int64_t bora_loader_tokens(bora_loader *l);

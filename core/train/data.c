@@ -3,6 +3,8 @@
 
 #include "../ckpt/checkpoint.h"
 #include "../config/schema.h"
+#include "../data/audio/prefix.h"
+#include "../data/audio_cache.h"
 #include "../data/cache.h"
 #include "../data/loader.h"
 #include "../graph/graph.h"
@@ -11,6 +13,7 @@
 #include "apply.h"
 #include "bora_version.h"
 #include "eval.h"
+#include "inputs.h"
 #include "peak.h"
 #include "schedule.h"
 #include "tracklog.h"
@@ -31,7 +34,59 @@
 /* Strings the loader options point to. */
 typedef struct data_names {
     char what[160], dir[4200];
+    int32_t prefix[BORA_WHISPER_PREFIX_MAX];
 } data_names;
+
+/* Whether the model's graph reads input_features (an audio model), and their shape; -1 when no
+ * graph is built (bora cache). */
+static int model_features(const trainer *t, int *n_mels, int64_t *frames)
+{
+    if (t->train)
+        return bora_inputs_features(t->train, n_mels, frames);
+    return t->eval ? bora_eval_features(t->eval, n_mels, frames) : -1;
+}
+
+/* data.type: audio fits an audio model, text a text model: *audio says which, and the opts get
+ * an audio dataset's start sequence and features' shape. */
+static bora_status audio_opts(trainer *t, bora_config *data, bora_loader_opts *o, data_names *names)
+{
+    const char *type = "text", *language = "", *task = "transcribe", *audio_key = "audio";
+    bora_cfg_string(data, "type", "text", &type);
+    bora_cfg_string(data, "language", "", &language);
+    bora_cfg_string(data, "task", "transcribe", &task);
+    bora_cfg_string(data, "audio_key", "audio", &audio_key);
+    if (strcmp(type, "text") && strcmp(type, "audio"))
+        return bora_error_set(BORA_ERR_CONFIG, "data.type: '%s' is neither text nor audio", type);
+    int audio = !strcmp(type, "audio"), n_mels = 0;
+    int64_t frames = 0;
+    int reads = model_features(t, &n_mels, &frames);
+    const char *model = t->model_entry ? t->model_entry->ops->name : "?";
+    if (audio && reads == 0)
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "data.type: audio, but model %s (model.type) reads no "
+                              "input_features: clips are for an audio model such as whisper; "
+                              "for a text model set data.type: text",
+                              model);
+    if (!audio && reads == 1)
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "model %s (model.type) reads input_features, audio, but data.type "
+                              "is text: give it clips (data.type: audio, with .jsonl manifests "
+                              "in data.train_urls)",
+                              model);
+    if (!audio)
+        return BORA_OK;
+    int n = 0;
+    if (bora_whisper_prefix(t->tok, *language ? language : NULL, task, 0, names->prefix, &n) !=
+        BORA_OK)
+        return bora_error_set(BORA_ERR_CONFIG, "data.language/data.task: %s", bora_error_get());
+    o->audio = 1;
+    o->audio_key = audio_key;
+    o->prefix = names->prefix;
+    o->n_prefix = n;
+    o->n_mels = n_mels;
+    o->frames = frames;
+    return BORA_OK;
+}
 
 /* Append the patterns of node[key] (a list, or one string) to l[0..*n) (grown). */
 static bora_status add_urls(bora_config *node, const char *key, const char ***l, size_t *n)
@@ -146,6 +201,11 @@ static bora_status data_opts(trainer *t, bora_config *root, const char *key, lon
                             .skip_windows = train ? t->held_out : 0,
                             .prefetch = train && !t->eval_only,
                             .txt_whole = !strcmp(txt_docs, "file")};
+    st = audio_opts(t, data, o, names);
+    if (st != BORA_OK) {
+        free(l);
+        return st;
+    }
     *list = l;
     return BORA_OK;
 }
@@ -261,16 +321,47 @@ static bora_status open_mixture(trainer *t, bora_config *root)
     return st;
 }
 
+/* The step's features buffer for an audio model, and what an audio run cannot do. */
+static bora_status audio_checks(trainer *t)
+{
+    int n_mels;
+    int64_t frames;
+    if (!t->loader || !bora_loader_audio(t->loader, &n_mels, &frames))
+        return BORA_OK;
+    if (t->hess_built)
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "optimizer %s: its Hessian estimate does not give an audio model "
+                              "its input_features; train it with another optimizer",
+                              t->opt_entry->ops->name);
+    size_t cells;
+    if (__builtin_mul_overflow((size_t)n_mels, (size_t)frames, &t->feat_row) ||
+        __builtin_mul_overflow(t->feat_row, (size_t)t->batch, &cells) ||
+        !(t->feats = malloc(cells * sizeof(float))))
+        return bora_error_set(BORA_ERR_NOMEM,
+                              "out of memory for a step's features (trainer.train_batch_size "
+                              "%lld clips of %d x %lld)",
+                              (long long)t->batch, n_mels, (long long)frames);
+    return BORA_OK;
+}
+
 bora_status tr_open_data(trainer *t, bora_config *root)
 {
     bora_status st = BORA_OK;
     int carve = t->held_out > 0;
+    const char *type = "text";
+    bora_cfg_string(bora_cfg_child(root, "data"), "type", "text", &type);
+    if (!strcmp(type, "audio") && n_configs(root))
+        return bora_error_set(BORA_ERR_CONFIG,
+                              "data.configs: a mixture of audio datasets is not supported; give "
+                              "data.train_urls");
     if (!t->eval_only || carve)
         st = n_configs(root) ? open_mixture(t, root)
                              : open_loader(t, root, "train_urls", &t->loader);
     if (st == BORA_OK && t->eval)
         st = carve ? bora_loader_carve(t->loader, t->held_out, &t->val)
                    : open_loader(t, root, "validation_urls", &t->val);
+    if (st == BORA_OK)
+        st = audio_checks(t);
     return st == BORA_OK ? BORA_OK : BORA_ERR_INVALID;
 }
 
@@ -290,6 +381,51 @@ static const char *si(double v, char *buf, size_t cap)
     return buf;
 }
 
+/* Build one manifest list's audio cache, showing progress; 0 when it is complete. */
+static int audio_cache_one(const bora_loader_opts *lo, const data_names *names, int live)
+{
+    bora_audio_cache_opts ao;
+    bora_audio_cache *c = NULL;
+    bora_loader_audio_cache_opts(lo, &ao);
+    bora_status st = bora_audio_cache_open(&ao, &c);
+    if (st != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        return 0;
+    }
+    double t0 = bora_now_s(), last_print = t0;
+    bora_cache_progress p;
+    for (;;) {
+        bora_audio_cache_progress_get(c, &p);
+        double now = bora_now_s();
+        if (p.done || p.failed)
+            break;
+        if (live || now - last_print >= 10) {
+            printf("%scache %s: %zu/%zu manifests, %lld clips%s", live ? "\r\033[K" : "",
+                   names->what, p.shards_done, p.shards, (long long)p.documents, live ? "" : "\n");
+            fflush(stdout);
+            last_print = now;
+        }
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (live)
+        printf("\r\033[K");
+    st = bora_audio_cache_wait(c);
+    if (st == BORA_OK) {
+        bora_audio_cache_progress_get(c, &p);
+        printf("cache %s: %zu manifests, %lld clips, %lld tokens in %s (%zu made now, %zu "
+               "reused; %.1f s)\n",
+               names->what, p.shards, (long long)bora_audio_cache_examples(c), (long long)p.tokens,
+               bora_audio_cache_dir(c), p.shards - bora_audio_cache_reused(c),
+               bora_audio_cache_reused(c), bora_now_s() - t0);
+    } else {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+    }
+    fflush(stdout);
+    bora_audio_cache_free(c);
+    return st == BORA_OK;
+}
+
 /* Build one source list's cache, showing progress; 0 when it is complete. */
 static int cache_one(trainer *t, bora_config *root, const char *key, long part, int live)
 {
@@ -298,6 +434,11 @@ static int cache_one(trainer *t, bora_config *root, const char *key, long part, 
     data_names names;
     bora_cache *c = NULL;
     bora_status st = data_opts(t, root, key, part, &lo, &list, &names);
+    if (st == BORA_OK && lo.audio) {
+        int ok = audio_cache_one(&lo, &names, live);
+        free(list);
+        return ok;
+    }
     if (st == BORA_OK) {
         bora_cache_opts co;
         bora_loader_cache_opts(&lo, &co);
@@ -362,6 +503,13 @@ int bora_cache_build(bora_cfg *cfg, bora_registry *reg, int64_t workers, int reb
     int rc = 1;
     if (!tr_configure(&t, root))
         goto out;
+    /* An audio dataset's features are the model's shape: its graph says which. */
+    const char *type = "text";
+    bora_cfg_string(bora_cfg_child(root, "data"), "type", "text", &type);
+    if (!strcmp(type, "audio") && tr_build(&t, root) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+        goto out;
+    }
     int live = isatty(STDOUT_FILENO) && !getenv("BORA_NO_PROGRESS");
     size_t parts = n_configs(root);
     if (!parts && !cache_one(&t, root, "train_urls", -1, live))

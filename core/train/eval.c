@@ -14,6 +14,8 @@ struct bora_eval {
     g_graph *g;
     int64_t rows, seq_len;
     int32_t *ids, *targets, *segs;
+    float *feats; /* (rows, mel, frame), when the graph reads input_features */
+    size_t feat_row;
 };
 
 bora_status bora_eval_new(g_store *store, const bora_model_ops *mops, bora_model *model,
@@ -55,6 +57,17 @@ bora_status bora_eval_new(g_store *store, const bora_model_ops *mops, bora_model
     e->ids = malloc(n * sizeof(int32_t));
     e->targets = malloc(n * sizeof(int32_t));
     e->segs = malloc(n * sizeof(int32_t));
+    int mels;
+    int64_t frames;
+    if (bora_inputs_features(e->g, &mels, &frames)) {
+        size_t cells;
+        if (__builtin_mul_overflow((size_t)mels, (size_t)frames, &e->feat_row) ||
+            __builtin_mul_overflow(e->feat_row, (size_t)rows, &cells) ||
+            !(e->feats = malloc(cells * sizeof(float)))) {
+            bora_eval_free(e);
+            return bora_error_set(BORA_ERR_NOMEM, "eval graph: out of memory for its features");
+        }
+    }
     if (!e->seq_len || !e->ids || !e->targets || !e->segs) {
         bora_eval_free(e);
         return bora_error_set(BORA_ERR_NOMEM, "eval graph: no input_ids, or out of memory");
@@ -71,12 +84,19 @@ void bora_eval_free(bora_eval *e)
     free(e->ids);
     free(e->targets);
     free(e->segs);
+    free(e->feats);
     free(e);
+}
+
+int bora_eval_features(const bora_eval *e, int *n_mels, int64_t *frames)
+{
+    return bora_inputs_features(e->g, n_mels, frames);
 }
 
 size_t bora_eval_input_bytes(const bora_eval *e)
 {
-    return g_input_bytes(e->g) + (size_t)(e->rows * e->seq_len) * 3 * sizeof(int32_t);
+    return g_input_bytes(e->g) + (size_t)(e->rows * e->seq_len) * 3 * sizeof(int32_t) +
+           (size_t)e->rows * e->feat_row * sizeof(float);
 }
 
 int64_t bora_eval_seq_len(const bora_eval *e)
@@ -108,6 +128,15 @@ bora_status bora_eval_run(bora_eval *e, bora_loader *val, const bora_tokenizer *
         memset(e->segs + used, 0, pad * sizeof *e->segs);
         for (size_t i = used; i < used + pad; i++)
             e->targets[i] = -100;
+        if (e->feats) { /* the clips' features; rows past the set hear silence */
+            size_t fr = e->feat_row;
+            if ((st = bora_loader_features(val, k, R, 0, valid, e->feats)) != BORA_OK)
+                return st;
+            memset(e->feats + (size_t)valid * fr, 0, (size_t)(R - valid) * fr * sizeof(float));
+            if ((st = g_set_input(e->g, "input_features", e->feats,
+                                  (size_t)R * fr * sizeof(float))) != BORA_OK)
+                return bora_error_set(st, "eval: %s", bora_error_get());
+        }
         for (size_t i = 0; i < used; i++)
             if (e->targets[i] >= 0)
                 r->bytes += bora_tokenizer_token_bytes(tok, e->targets[i]);

@@ -29,12 +29,15 @@ typedef struct bora_eval_result {
 bora_status bora_eval_new(g_store *store, const bora_model_ops *mops, bora_model *model,
                           int64_t rows, bora_eval **out);
 void bora_eval_free(bora_eval *e);
+/* Whether the graph reads input_features (an audio model), and their mel and frame sizes. */
+int bora_eval_features(const bora_eval *e, int *n_mels, int64_t *frames);
 /* The positions of the graph's input_ids. */
 int64_t bora_eval_seq_len(const bora_eval *e);
 /* The bytes of its graph's inputs and its rows of tokens (for the run's memory statement). */
 size_t bora_eval_input_bytes(const bora_eval *e);
 
-/* Evaluate on val's windows: all of them, or the first max_sequences when that is > 0. */
+/* Evaluate on val's windows (an audio model: its clips, with their features): all of them, or
+ * the first max_sequences when that is > 0. */
 bora_status bora_eval_run(bora_eval *e, bora_loader *val, const bora_tokenizer *tok,
                           int64_t max_sequences, bora_eval_result *r);
 

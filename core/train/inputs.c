@@ -65,6 +65,16 @@ int bora_inputs_reads(const g_graph *g, const char *name)
     return find(g, name) != NULL;
 }
 
+int bora_inputs_features(const g_graph *g, int *n_mels, int64_t *frames)
+{
+    const gval *v = find(g, "input_features");
+    if (!v || v->ndim != 3)
+        return 0;
+    *n_mels = (int)v->dims[1];
+    *frames = v->dims[2];
+    return 1;
+}
+
 /* The shape the host writes: tokens (batch, position) i32 with the batch the host asked for
  * (a decode graph one position), every token input as long as input_ids; audio features
  * (batch, mel, frame) f32, the axes so named; an extent (a bounded i32 scalar, from

@@ -15,4 +15,7 @@ bora_status bora_inputs_check(const g_graph *g, int mode, const char *model);
 /* Whether g reads the input named name (the host fills optional inputs only where read). */
 int bora_inputs_reads(const g_graph *g, const char *name);
 
+/* Whether g reads input_features, and its mel and frame sizes. */
+int bora_inputs_features(const g_graph *g, int *n_mels, int64_t *frames);
+
 #endif

@@ -68,6 +68,8 @@ typedef struct trainer {
     /* one step's rows */
     int64_t seq_len;
     int32_t *ids, *targets, *segs;
+    float *feats;    /* an audio model's: the step's clips' features, (batch, mel, frame) */
+    size_t feat_row; /* floats per row of them */
     /* what a checkpoint records */
     char *config_json, *record_json; /* the record without the data's digest */
     char *determinism_json;          /* with it: made at the first save or a resume */
@@ -95,6 +97,10 @@ bora_status tr_restore(trainer *t, int64_t *start);
 
 /* data.c: the training loader and the validation one. */
 bora_status tr_open_data(trainer *t, bora_config *root);
+
+/* trainer.c: the backend, model and graphs (eval_only: the eval graph alone), the store
+ * materialised. */
+bora_status tr_build(trainer *t, bora_config *root);
 
 /* trainer.c */
 void tr_duration_text(double s, char *buf, size_t cap);

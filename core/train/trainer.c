@@ -331,6 +331,11 @@ static bora_status build(trainer *t, bora_config *root)
     return BORA_OK;
 }
 
+bora_status tr_build(trainer *t, bora_config *root)
+{
+    return build(t, root);
+}
+
 /* The git commit of the working directory, if it is a repository: {"commit", "dirty"} or null. */
 static void git_state(FILE *f)
 {
@@ -466,6 +471,8 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
     double w0 = bora_now_s();
     bora_status st = bora_loader_rows(t->loader, step - 1, t->batch, 0, t->batch, t->ids,
                                       t->targets, t->segs, &count);
+    if (st == BORA_OK && t->feats) /* an audio model: the same rows' clips */
+        st = bora_loader_features(t->loader, step - 1, t->batch, 0, t->batch, t->feats);
     t->wait_s = bora_now_s() - w0;
     if (st != BORA_OK)
         return st;
@@ -479,6 +486,9 @@ static bora_status step_once(trainer *t, int64_t step, double lr, double *loss, 
             st = g_set_input(t->train, "targets", t->targets + at, bytes);
         if (st == BORA_OK && bora_inputs_reads(t->train, "segment_ids")) /* optional */
             st = g_set_input(t->train, "segment_ids", t->segs + at, bytes);
+        if (st == BORA_OK && t->feats)
+            st = g_set_input(t->train, "input_features", t->feats + (size_t)m * rows * t->feat_row,
+                             (size_t)rows * t->feat_row * sizeof(float));
         if (st == BORA_OK)
             st = g_set_input(t->train, "loss_scale", &scale, sizeof scale);
         if (st == BORA_OK)
@@ -716,6 +726,7 @@ void tr_teardown(trainer *t)
     free(t->ids);
     free(t->targets);
     free(t->segs);
+    free(t->feats);
     free(t->keep);
     free(t->config_json);
     free(t->record_json);

@@ -10,7 +10,11 @@ With MODEL (a YAML flow mapping; "" for the default) the runs train that model i
 OPTIMIZER (one too, "" for the default) under that optimizer section instead of AdamW's (Lion;
 Muon with AdamW groups): the final optimizer.safetensors must be the same bits too.
 
-usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL [OPTIMIZER]]]
+With DATA (a flow mapping; "" for the default) the runs read that data section instead of TEXT,
+and with EXTRA_PLUGIN_DIR they search it for plugins too (a test model's).
+
+usage: kill_resume.py BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL [OPTIMIZER [DATA
+       [EXTRA_PLUGIN_DIR]]]]]
        (BORA_KILL_SEED picks the seed)
 """
 import json
@@ -28,6 +32,9 @@ model = (sys.argv[7] if len(sys.argv) > 7 and sys.argv[7] else
          "{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}")
 optimizer = (sys.argv[8] if len(sys.argv) > 8 and sys.argv[8] else
              "{type: adamw, learning_rate: 3e-3, warmup: 4}")
+data = (sys.argv[9] if len(sys.argv) > 9 and sys.argv[9] else
+        f"{{train_urls: [{text}], tokenizer: {tokenizer}}}")
+extra_plugins = ["--plugin-dir", sys.argv[10]] if len(sys.argv) > 10 else []
 # Under ASan, LeakSanitizer's exit-time scan of a process with OpenMP workers sometimes crashes
 # in its own tracer ("Tracer caught signal 11"); the leak checks of bora train are made by
 # train.cli and train.accumulate, so they are off for the processes of this test.
@@ -40,7 +47,7 @@ config = os.path.join(work, "run.yaml")
 with open(config, "w") as f:
     f.write(f"""model: {model}
 optimizer: {optimizer}
-data: {{train_urls: [{text}], tokenizer: {tokenizer}}}
+data: {data}
 trainer:
   num_train_steps: {STEPS}
   train_batch_size: 8
@@ -56,7 +63,8 @@ trainer:
 
 
 def command(run_id):
-    return [bora, "--plugin-dir", plugin_dir, "train", config, f"--trainer.id={run_id}",
+    return [bora, "--plugin-dir", plugin_dir, *extra_plugins, "train", config,
+            f"--trainer.id={run_id}",
             f"--trainer.tracker={{type: jsonl, path: {work}/{run_id}.jsonl}}"]
 
 
