@@ -636,6 +636,11 @@ static bora_status complete_config(json_object *c, int32_t dtype, const tok_ids 
         json_object *n_pos = NULL;
         if (json_object_object_get_ex(c, "n_positions", &n_pos))
             set_default(c, "n_ctx", json_object_new_int64(json_object_get_int64(n_pos)));
+    } else if (!strcmp(t, "whisper")) {
+        /* WhisperConfig pads with <|endoftext|>, its eos; decoder_start_token_id keeps
+         * transformers' default, <|startoftranscript|> (50257) in Whisper's tokenizers */
+        if (ids->eos >= 0)
+            set_default(c, "pad_token_id", json_object_new_int(ids->eos));
     } else {
         set_default(c, "attention_dropout", json_object_new_double(0.0));
         set_default(c, "rope_scaling", NULL);
@@ -649,7 +654,8 @@ static int64_t context_of(json_object *c)
 {
     json_object *v = NULL;
     if (json_object_object_get_ex(c, "n_positions", &v) ||
-        json_object_object_get_ex(c, "max_position_embeddings", &v))
+        json_object_object_get_ex(c, "max_position_embeddings", &v) ||
+        json_object_object_get_ex(c, "max_target_positions", &v))
         return json_object_get_int64(v);
     return 0;
 }

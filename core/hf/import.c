@@ -357,7 +357,7 @@ bora_status bora_hf_model_section(const bora_registry *reg, const char *hf_dir, 
         st = bora_error_set(
             BORA_ERR_NOT_FOUND,
             "%s: model_type '%s' is not a model bora has (bora plugins lists "
-            "them: gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text ship "
+            "them: gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, whisper ship "
             "with bora)",
             file, given);
     } else if (!((const bora_model_ops *)e->ops)->hf_keys) {
@@ -635,40 +635,47 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *dims)
 typedef struct loader {
     g_store *s;
     const char *dir, *model;
-    char head_path[4200]; /* the file holding lm_head.weight for a tied head, or "" */
+    char head_path[4200]; /* the file holding a tied head (lm_head.weight), or "" */
+    char head[32];        /* that head's name */
     json_object *wmap;    /* the index's weight_map, or NULL for one model.safetensors */
     char *seen;           /* per slot: the shard it was found in + 1 */
     float *buf;           /* the largest parameter, converted */
 } loader;
 
-/* The embedding a file's lm_head.weight is, for a model that ties its head to it (and so has no
- * lm_head.weight of its own): its slot, or -1. transformers and vLLM load such files, the head
- * being the embedding. */
+/* A tied head's name in Hugging Face's files and the embedding it is: the decoders' lm_head,
+ * Whisper's proj_out. */
+static const char *const tied_heads[][2] = {
+    {"lm_head.weight", "model.embed_tokens.weight"},
+    {"lm_head.weight", "transformer.wte.weight"},
+    {"proj_out.weight", "model.decoder.embed_tokens.weight"}};
+
+/* The embedding a file's tied head (lm_head.weight, proj_out.weight) is, for a model that ties
+ * its head to it (and so has no such parameter of its own): its slot, or -1. transformers and
+ * vLLM load such files, the head being the embedding. */
 static long tied_to(const g_store *s, const char *name)
 {
-    static const char *const embeddings[] = {"model.embed_tokens.weight", "transformer.wte.weight"};
-    if (strcmp(name, "lm_head.weight") || find_param(s, name) >= 0)
+    if (find_param(s, name) >= 0)
         return -1;
-    for (size_t i = 0; i < sizeof embeddings / sizeof embeddings[0]; i++) {
-        long at = g_store_find(s, embeddings[i]);
+    for (size_t i = 0; i < sizeof tied_heads / sizeof tied_heads[0]; i++) {
+        long at = strcmp(name, tied_heads[i][0]) ? -1 : g_store_find(s, tied_heads[i][1]);
         if (at >= 0)
             return at;
     }
     return -1;
 }
 
-/* A tied head's lm_head.weight in the file is skipped when it is the embedding bit for bit
+/* A tied head in the file (lm_head.weight, proj_out.weight) is skipped when it is the embedding bit for bit
  * (after conversion to f32, as the embedding was read), and refused when it is another matrix:
  * a tied model would silently drop it. */
 static bora_status check_tied_head(loader *L)
 {
-    long emb = tied_to(L->s, "lm_head.weight");
+    long emb = tied_to(L->s, L->head);
     const g_slot *sl = &L->s->slots[emb];
     bora_safetensors *f;
     bora_status st = bora_st_open(L->head_path, &f);
     if (st != BORA_OK)
         return st;
-    const bora_st_tensor *t = bora_st_find(f, "lm_head.weight");
+    const bora_st_tensor *t = bora_st_find(f, L->head);
     int same = t && t->ndim == sl->ndim;
     for (int d = 0; same && d < sl->ndim; d++)
         same = t->shape[d] == sl->dims[d];
@@ -680,15 +687,13 @@ static bora_status check_tied_head(loader *L)
         shape_text(want, sizeof want, sl->ndim, sl->dims);
         shape_text(got, sizeof got, t ? t->ndim : 0, t ? t->shape : NULL);
         st = bora_error_set(BORA_ERR_CONFIG,
-                            "%s: tensor 'lm_head.weight' is %s, but model %s ties its head to "
-                            "'%s' (%s)",
-                            L->head_path, got, L->model, sl->name, want);
+                            "%s: tensor '%s' is %s, but model %s ties its head to '%s' (%s)",
+                            L->head_path, L->head, got, L->model, sl->name, want);
     } else if (strcmp(t->st_dtype, "F32") && strcmp(t->st_dtype, "BF16") &&
                strcmp(t->st_dtype, "F16")) {
         st = bora_error_set(BORA_ERR_UNSUPPORTED,
-                            "%s: tensor 'lm_head.weight' is %s; bora imports F32, BF16 and F16 "
-                            "weights",
-                            L->head_path, t->st_dtype);
+                            "%s: tensor '%s' is %s; bora imports F32, BF16 and F16 weights",
+                            L->head_path, L->head, t->st_dtype);
     } else if (!(raw = malloc(n * esize)) || !(mine = malloc(sl->nbytes))) {
         st = bora_error_set(BORA_ERR_NOMEM, "out of memory");
     } else if ((st = bora_st_read(f, t, raw, n * esize)) == BORA_OK &&
@@ -700,12 +705,12 @@ static bora_status check_tied_head(loader *L)
             i++;
         if (i < n)
             st = bora_error_set(BORA_ERR_CONFIG,
-                                "%s: tensor 'lm_head.weight' differs from '%s' (first at element "
+                                "%s: tensor '%s' differs from '%s' (first at element "
                                 "%zu: %g, not %g), but model %s ties its head to the embedding: "
                                 "the file holds an untied head (for the Llama family, set "
                                 "tie_word_embeddings to false in config.json)",
-                                L->head_path, sl->name, i, (double)L->buf[i], (double)mine[i],
-                                L->model);
+                                L->head_path, L->head, sl->name, i, (double)L->buf[i],
+                                (double)mine[i], L->model);
     }
     free(raw);
     free(mine);
@@ -752,6 +757,7 @@ static bora_status load_shard(loader *L, const char *file, size_t shard)
                 st = bora_error_set(BORA_ERR_INVALID, "%s: tensor '%s' is there twice", path,
                                     t->name);
             snprintf(L->head_path, sizeof L->head_path, "%s", path);
+            snprintf(L->head, sizeof L->head, "%s", t->name);
             continue; /* compared with the embedding once every shard is read */
         }
         if (at < 0) {
@@ -801,7 +807,7 @@ bora_status bora_hf_load_weights(g_store *s, const char *hf_dir, const char *mod
     char index_path[4200], single[4200];
     snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", hf_dir);
     snprintf(single, sizeof single, "%s/model.safetensors", hf_dir);
-    loader L = {s, hf_dir, model, "", NULL, calloc(s->n_slots + 1, 1), NULL};
+    loader L = {s, hf_dir, model, "", "", NULL, calloc(s->n_slots + 1, 1), NULL};
     json_object *index = NULL;
     const char **files = NULL;
     size_t n_files = 0, largest = 0;

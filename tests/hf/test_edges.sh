@@ -97,11 +97,12 @@ for f in "$configs"/*.json; do
     Mistral-7B-v0.1) want="s['type'] == 'mistral' and s['hidden_size'] == 4096 and s['num_hidden_layers'] == 32 and s['num_key_value_heads'] == 8 and s['intermediate_size'] == 14336 and s['sliding_window'] == 4096 and s['vocab_size'] == 32000 and not s['tie_word_embeddings']" ;;
     gpt2) want="s['type'] == 'gpt2' and s['hidden_dim'] == 768 and s['num_layers'] == 12 and s['num_heads'] == 12 and s['seq_len'] == 1024 and s['vocab_size'] == 50257 and s['mlp_scale'] == 4" ;;
     gpt2-medium) want="s['type'] == 'gpt2' and s['hidden_dim'] == 1024 and s['num_layers'] == 24 and s['num_heads'] == 16 and s['seq_len'] == 1024 and s['vocab_size'] == 50257" ;;
+    whisper-tiny) want="s['type'] == 'whisper' and s['d_model'] == 384 and s['encoder_layers'] == 4 and s['decoder_layers'] == 4 and s['encoder_attention_heads'] == 6 and s['decoder_ffn_dim'] == 1536 and s['num_mel_bins'] == 80 and s['max_source_positions'] == 1500 and s['max_target_positions'] == 448 and s['vocab_size'] == 51865 and s['activation_function'] == 'gelu'" ;;
     *) want="False" ;;
     esac
     expect "pub/$n" "$want"
 done
-[ "$(ls -d pub/*/ | wc -l)" = 7 ] || fail "tests/data/hf-configs: $(ls pub)"
+[ "$(ls -d pub/*/ | wc -l)" = 8 ] || fail "tests/data/hf-configs: $(ls pub)"
 # edit NAME FROM 'python statement on c (config.json)': a folder NAME with FROM's config.json edited
 edit() {
     mkdir -p "$1" && "$py" - "pub/$2/config.json" "$1/config.json" "$3" <<'PY'
