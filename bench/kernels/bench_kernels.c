@@ -1,7 +1,8 @@
 /* bench/kernels/bench_kernels.c — the CPU backend's time in single kernels, as a graph runs
  * them (BORA_PROFILE's per-node clock): attention forward and backward on a Llama-like shape
  * (batch 4, 256 positions, 12 query heads over 4 kv heads, head_dim 64, causal) under
- * trainer.mp c=bf16, and RMSNorm forward and backward in f32 at 2048 rows of 1024 and of 768.
+ * trainer.mp c=bf16, RMSNorm forward and backward in f32 at 2048 rows of 1024 and of 768, and
+ * Whisper-tiny's two convolutions (f32, forward and both gradients).
  * Prints the median and the least over the runs after a warm-up, in ms per call (the least is
  * the steadier figure where other work shares the cores). Not a test: timings belong on
  * a quiet machine.
@@ -126,6 +127,40 @@ static void bench_rms_norm(const char *dir, int threads, int runs, int64_t R, in
     rig_close(&r);
 }
 
+/* Whisper-tiny's audio stem in f32, batch 4 of 30 s: conv1 80 -> 384 channels over 3000 frames
+ * (K 3, pad 1), conv2 384 -> 384 (K 3, stride 2, pad 1); forward, and the input and weight
+ * gradients. bench/kernels/torch_conv1d.py times PyTorch's conv1d on the same shapes. */
+static void bench_conv1d(const char *dir, int threads, int runs, int64_t C, int stride)
+{
+    enum { B = 4, O = 384, L = 3000, K = 3 };
+    rig r;
+    rig_open(&r, dir, threads, 1);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &g->pub;
+    bora_axis xa[3] = {AX("batch", B), AX("in", C), AX("frame", L)};
+    bora_axis wa[3] = {AX("out", O), AX("in", C), AX("kernel", K)};
+    bora_tensor *x = bora_param(gp, "x", BORA_DTYPE_F32, 3, xa, bora_init_normal(1.0), 0);
+    bora_tensor *w = bora_param(gp, "cw", BORA_DTYPE_F32, 3, wa, bora_init_normal(0.05), 0);
+    bora_conv1d_opts o = {sizeof o, stride, 1, "frame", "in", "kernel"};
+    const char *names[3] = {"batch", "out", "frame"};
+    bora_tensor *loss = loss_of(gp, bora_conv1d(gp, x, w, &o), 3, names);
+    g->output = loss;
+    if (!loss || g_autodiff(g, loss) != BORA_OK || g_finalize(g) != BORA_OK ||
+        g_store_materialize(r.store) != BORA_OK) {
+        fprintf(stderr, "bench_kernels: conv1d: %s\n", g->error);
+        exit(1);
+    }
+    fill_w(g, (int64_t)B * O * ((L + 2 - K) / stride + 1));
+    double fl, il, wl, f = node_ms(g, BORA_OP_CONV1D, runs, &fl);
+    double i = node_ms(g, BORA_OP_CONV1D_GRAD_INPUT, runs, &il);
+    double wt = node_ms(g, BORA_OP_CONV1D_GRAD_WEIGHT, runs, &wl);
+    printf("conv1d f32 %dx%lldx%d -> %d, K %d stride %d, %d threads: forward %.2f ms, input "
+           "gradient %.2f ms, weight gradient %.2f ms; least %.2f, %.2f and %.2f\n",
+           B, (long long)C, L, O, K, stride, threads, f, i, wt, fl, il, wl);
+    g_graph_free(g);
+    rig_close(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argc > 4) {
@@ -142,5 +177,7 @@ int main(int argc, char **argv)
     bench_attention(argv[1], threads, runs);
     bench_rms_norm(argv[1], threads, runs, 2048, 1024);
     bench_rms_norm(argv[1], threads, runs, 2048, 768);
+    bench_conv1d(argv[1], threads, runs, 80, 1);
+    bench_conv1d(argv[1], threads, runs, 384, 2);
     return 0;
 }

@@ -32,12 +32,13 @@ static gval *matrix_ok(g_graph *g, gval *v)
 static gval *conv_node(g_graph *g, int op, gval *a, gval *b, int64_t stride, int64_t padding,
                        int ndim, const int64_t *dims, const char *const *names)
 {
-    a = g_lowp(g, a);
-    b = g_lowp(g, b);
+    /* laid out first, then rounded: the bf16 copy's gradient goes to its f32 source unrounded */
     if (op == BORA_OP_CONV1D_GRAD_INPUT)
         a = matrix_ok(g, a);
     if (op != BORA_OP_CONV1D_GRAD_WEIGHT)
         b = matrix_ok(g, b);
+    a = g_lowp(g, a);
+    b = g_lowp(g, b);
     if (!a || !b)
         return NULL;
     gval *ins[2] = {a, b};

@@ -795,6 +795,19 @@ bora_tensor *api_attention(bora_graph *gp, bora_tensor *q, bora_tensor *k, bora_
                dv);
         return NULL;
     }
+    /* Cross-attention (T queries over S keys of another sequence) is causal 0 without a window.
+     * The causal mask and the window place the queries at the last T of the L <= S key
+     * positions, so with T > S the first queries would sit before any key. */
+    int64_t T = q->dims[g_axis_index(q, qa)], S = k->dims[g_axis_index(k, ka)];
+    if (T > S && ((opts && opts->causal) || window)) {
+        g_fail(g,
+               "attention: %s needs the %lld queries along '%s' of q %s to be at most the %lld "
+               "keys along '%s' of k %s (the queries are the last positions of the keys); "
+               "attention over a shorter sequence (cross-attention) is causal 0 without a window",
+               opts->causal ? "causal" : "sliding_window", (long long)T, qa, dq, (long long)S, ka,
+               dk);
+        return NULL;
+    }
     gval *seg = opts ? opts->segment_ids : NULL;
     gval *klen = opts && opts->struct_size >=
                              offsetof(bora_attention_opts, key_length) + sizeof(opts->key_length)
