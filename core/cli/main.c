@@ -35,7 +35,8 @@ static const command commands[] = {
      "            its checks (digests, finite values, step), resume from the newest earlier\n"
      "            one that passes (each newer one is kept aside as step-N.damaged)\n"},
     {"eval", bora_cmd_eval, "loss and bits per byte of a checkpoint on the validation set",
-     "bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [--section.key=value ...]\n"
+     "bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [--max-clips N]\n"
+     "          [--section.key=value ...]\n"
      "\n"
      "Loads the model weights of a checkpoint (a step-N directory, or a run directory for its\n"
      "latest) into the model CONFIG.yaml describes and runs it over the validation set\n"
@@ -44,7 +45,13 @@ static const command commands[] = {
      "(data.validation_urls; trainer.max_eval_batches batches of train_batch_size sequences,\n"
      "or all of it). Prints the mean loss per predicted token (nats) and bits per byte: the\n"
      "summed loss in bits over the UTF-8 bytes those tokens stand for. --json prints them as\n"
-     "one JSON object at full precision (null for a value that is not finite).\n"},
+     "one JSON object at full precision (null for a value that is not finite).\n"
+     "\n"
+     "A speech model (data.type: audio) is also scored by its word error rate: each validation\n"
+     "clip transcribed greedily, as bora transcribe does, and compared with its text (both\n"
+     "lower-cased, accents and punctuation removed; docs/design.md), the edits over all clips\n"
+     "divided by their reference words (eval/wer in --json). --max-clips N transcribes only\n"
+     "the first N clips (0: no word error rate); the loss still covers the whole set.\n"},
     {"generate", bora_cmd_generate, "sample text from a checkpoint",
      "bora generate --checkpoint DIR | --hf DIR --prompt TEXT [--max-tokens N]\n"
      "              [--temperature T]\n"
