@@ -411,6 +411,8 @@ void bora_model_shape(bora_config *root, const bora_key *keys, int64_t *width, i
     *layers_key = has_key(keys, "num_hidden_layers") || bora_cfg_child(m, "num_hidden_layers")
                       ? "num_hidden_layers"
                       : "num_layers";
+    if (has_key(keys, "d_model") && has_key(keys, "decoder_layers")) /* Whisper's decoder */
+        *width_key = "d_model", *layers_key = "decoder_layers";
     *width = model_int(m, keys, *width_key);
     *layers = model_int(m, keys, *layers_key);
 }

@@ -57,7 +57,8 @@ struct g_graph;
 void bora_size_keys(bora_config *root, const struct g_graph *g, char *buf, size_t cap);
 /* The model's width and layer count from its configuration, or the defaults its keys (the
  * model's declared keys, may be NULL) give, under GPT-2's key names (hidden_dim, num_layers) or
- * Hugging Face's (hidden_size, num_hidden_layers); 0 when it has neither. *width_key and
+ * Hugging Face's (hidden_size, num_hidden_layers), or Whisper's decoder (d_model, decoder_layers);
+ * 0 when it has none of them. *width_key and
  * *layers_key receive the names used. */
 void bora_model_shape(bora_config *root, const bora_key *keys, int64_t *width, int64_t *layers,
                       const char **width_key, const char **layers_key);

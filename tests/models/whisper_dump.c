@@ -4,6 +4,7 @@
  * input_ids, targets). It writes what bora computes into CASE/outputs.safetensors — the eval
  * graph's logits, the train graph's summed loss and every parameter's gradient as grad.NAME
  * (the frozen encoder positions' too, which must stay zero) — for the reference to compare.
+ * Every graph must read only the inputs sdk/bora/model.h lists for its mode (bora_inputs_check).
  *
  * Then it checks the caches against the eval graph on the same weights: a prefill of the first
  * n tokens (the rest of the window padding), which also writes each decoder layer's
@@ -20,6 +21,7 @@
 #include "config/config.h"
 #include "graph/graph.h"
 #include "plugin/registry.h"
+#include "train/inputs.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -113,6 +115,10 @@ static g_graph *build(run *r, int mode, int64_t B, bora_tensor **out)
     g->batch = B;
     if (r->mops->build(r->m, &g->pub, mode, out)) {
         fail("build");
+        return NULL;
+    }
+    if (bora_inputs_check(g, mode, "whisper") != BORA_OK) { /* sdk/bora/model.h's contract */
+        fail("inputs");
         return NULL;
     }
     if ((*out)->base != *out)

@@ -31,8 +31,9 @@ usage: /usr/bin/python3 whisper_torch.py DIR...   each DIR holds config.json, mo
                                                   inputs.safetensors (input_features, input_ids,
                                                   targets) and outputs.safetensors
        /usr/bin/python3 whisper_torch.py --write-case NAME DIR
-                                                  writes a case (tiny, tiny_tanh; all: each as
-                                                  DIR/NAME), outputs computed here in f32
+                                                  writes a case (tiny, tiny_tanh,
+                                                  tiny_recompute; all: each as DIR/NAME),
+                                                  outputs computed here in f32
        /usr/bin/python3 whisper_torch.py --sinusoids FILE
                                                   FILE (safetensors) holds bora's initial
                                                   "sinusoids" (length, channels): compared with
@@ -344,9 +345,12 @@ BASE = dict(model_type="whisper", vocab_size=60, num_mel_bins=80, d_model=64, en
             decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=128, decoder_ffn_dim=96, max_source_positions=50,
             max_target_positions=16)
+# tiny_recompute: bora's gradient_checkpointing (a bora key the reference ignores: the same
+# function, recomputed in bora's backward pass)
 CONFIGS = {"tiny": dict(BASE, activation_function="gelu"),
            "tiny_tanh": dict(BASE, activation_function="gelu_new", scale_embedding=True,
-                             decoder_attention_heads=2)}
+                             decoder_attention_heads=2),
+           "tiny_recompute": dict(BASE, gradient_checkpointing=True, encoder_layers=3)}
 B = 2
 
 
