@@ -464,8 +464,9 @@ static bora_status load_shard(const bora_audio_cache *c, size_t i, shard *sh, ch
         const entry *e = (const entry *)((const char *)map + HEADER_BYTES);
         const int32_t *tok = (const int32_t *)(e + n);
         for (uint64_t k = 0; !why && k < n; k++)
-            if (e[k].token_at + e[k].n_tokens > h.n_tokens || e[k].used_frames > T ||
-                e[k].feature_at + M * e[k].used_frames > h.n_floats ||
+            if (e[k].token_at > h.n_tokens || e[k].n_tokens > h.n_tokens - e[k].token_at ||
+                e[k].used_frames > T || e[k].feature_at > h.n_floats ||
+                M * e[k].used_frames > h.n_floats - e[k].feature_at ||
                 (int64_t)e[k].n_tokens > c->max_tokens) {
                 snprintf(detail, sizeof detail, "clip %llu's entry is out of range",
                          (unsigned long long)k);
