@@ -8,6 +8,9 @@
 # refused.
 # usage: test_transcribe.sh BORA PLUGIN_DIR TOKENIZER WORK_DIR MEL_REF_PY TRANSCRIBE_TORCH_PY
 set -u
+# One thread: a decode step is many small kernels, and on a shared machine two OpenMP threads
+# wait on each other at every one of them (the same tokens either way).
+export OMP_NUM_THREADS=1
 bora=$1 plugins=$2 tok=$3 work=$4 mel_ref=$5 ref=$6
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 fails=0

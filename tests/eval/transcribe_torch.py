@@ -17,12 +17,12 @@ usage: transcribe_torch.py --write-model DIR TOKENIZER_JSON
            logits must be within 1e-4 of each other (a tie float32 may break either way), and
            the comparison of that clip stops there.
 """
+import importlib.util
 import json
 import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -75,10 +75,17 @@ def special_ids(d):
 
 
 def features(mel_ref, clip, c, work):
+    """whisper_mel_ref.py's main() run in this process (one torch import, not one per clip)."""
     frames = 2 * c["max_source_positions"]
     out = os.path.join(work, "features.bin")
-    subprocess.run([sys.executable, mel_ref, clip, str(c["num_mel_bins"]), str(frames * 160), out],
-                   check=True)
+    spec = importlib.util.spec_from_file_location("whisper_mel_ref", mel_ref)
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    argv, sys.argv = sys.argv, [mel_ref, clip, str(c["num_mel_bins"]), str(frames * 160), out]
+    try:
+        ref.main()
+    finally:
+        sys.argv = argv
     a = np.fromfile(out, dtype="<f4").reshape(c["num_mel_bins"], frames)
     return torch.from_numpy(a.astype(np.float64)).unsqueeze(0)
 
