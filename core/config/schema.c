@@ -55,6 +55,18 @@ static const bora_key trainer_keys[] = {
 };
 
 static const bora_key data_keys[] = {
+    {"train_urls", BORA_KEY_LIST, 0, "[]",
+     "training text: .jsonl or .txt files, plain, .gz or .zst; globs and brace ranges "
+     "(shard.{1..128}.jsonl.gz) expand, and each must match"},
+    {"validation_urls", BORA_KEY_LIST, 0, "[]",
+     "validation text, in the same forms: evaluated every trainer.steps_per_eval steps and by "
+     "bora eval"},
+    {"tokenizer", BORA_KEY_STRING, 0, "\"\"",
+     "a tokenizer.json, or a folder holding one (or vocab.json and merges.txt)"},
+    {"text_key", BORA_KEY_STRING, 0, "text", "the field of each .jsonl record that holds text"},
+    {"txt_documents", BORA_KEY_STRING, 0, "blocks",
+     "what a .txt file holds: blocks (documents separated by blank lines) or file (the whole "
+     "file is one document)"},
     {"type", BORA_KEY_STRING, 0, "text",
      "text (documents cut into seq_len windows) or audio: train_urls and validation_urls name "
      ".jsonl manifests of {\"audio\": CLIP, \"text\": TEXT} lines, one clip a row, for an "
@@ -68,18 +80,6 @@ static const bora_key data_keys[] = {
      "<|startoftranscript|><|notimestamps|>)"},
     {"task", BORA_KEY_STRING, 0, "transcribe",
      "data.type audio: transcribe or translate, in the start sequence after data.language"},
-    {"train_urls", BORA_KEY_LIST, 0, "[]",
-     "training text: .jsonl or .txt files, plain, .gz or .zst; globs and brace ranges "
-     "(shard.{1..128}.jsonl.gz) expand, and each must match"},
-    {"validation_urls", BORA_KEY_LIST, 0, "[]",
-     "validation text, in the same forms: evaluated every trainer.steps_per_eval steps and by "
-     "bora eval"},
-    {"tokenizer", BORA_KEY_STRING, 0, "\"\"",
-     "a tokenizer.json, or a folder holding one (or vocab.json and merges.txt)"},
-    {"text_key", BORA_KEY_STRING, 0, "text", "the field of each .jsonl record that holds text"},
-    {"txt_documents", BORA_KEY_STRING, 0, "blocks",
-     "what a .txt file holds: blocks (documents separated by blank lines) or file (the whole "
-     "file is one document)"},
     {"shuffle", BORA_KEY_STRING, 0, "false",
      "false: the seq_len windows in file order; true: all of them permuted, keyed by "
      "trainer.seed (waits for the whole token cache); N: permuted within eras of N windows "

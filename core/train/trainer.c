@@ -144,6 +144,14 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
     int over = __builtin_mul_overflow(p, s->n_states ? s->n_states : 1, &state);
     over |= __builtin_mul_overflow((size_t)t->batch, (size_t)t->seq_len, rows);
     over |= __builtin_mul_overflow(*rows, 3 * sizeof(int32_t), &rows_bytes);
+    /* an audio model's: the step's clips' features, held by the host */
+    int mels = 0;
+    int64_t frames = 0;
+    size_t feat_bytes = 0;
+    if (bora_inputs_features(t->train, &mels, &frames)) {
+        over |= __builtin_mul_overflow((size_t)t->batch, (size_t)mels, &feat_bytes);
+        over |= __builtin_mul_overflow(feat_bytes, (size_t)frames * sizeof(float), &feat_bytes);
+    }
     /* with a second-order estimate: its tangent and hvp blocks, its graphs' inputs */
     size_t hess_bytes = 0;
     if (t->hess_built) {
@@ -154,6 +162,7 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
         over |= __builtin_add_overflow(hess_bytes, fold, &hess_bytes);
     }
     size_t parts[] = {rows_bytes,
+                      feat_bytes,
                       g_input_bytes(t->train),
                       t->apply.g ? g_input_bytes(t->apply.g) : 0,
                       t->eval ? bora_eval_input_bytes(t->eval) : 0,

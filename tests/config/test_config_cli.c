@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     CHECK_CONTAINS(out, "  seed: 9\n");
     CHECK_CONTAINS(out, "  tracker:\n    - type: sqlite\n      path: runs/bora.db\n");
     CHECK_CONTAINS(out, "  checkpointer:\n    base_path: checkpoints\n    save_interval: 1h\n");
-    CHECK_CONTAINS(out, "data:\n  train_urls:\n    - x.jsonl\n    - y.jsonl\n");
+    CHECK_CONTAINS(out, "data:\n  type: text\n  train_urls:\n    - x.jsonl\n    - y.jsonl\n");
     free(out);
 
     /* The shown configuration is itself a valid configuration that shows the same. */
