@@ -94,7 +94,13 @@ static gval *conv_decomposed(g_graph *g, gval *x, gval *w, int64_t s, int64_t p)
         bora_axis parts[2] = {{len, J}, {ker, s}};
         xk = xk ? api_split(gp, xk, len, 2, parts) : NULL;
         xk = xk ? gp->api->slice(gp, xk, ker, 0, 1) : NULL;
+        /* dense, in x's dtype and in the order the product reads them ((batch, length) by
+         * (in, kernel), and (in, kernel) by out): dot would copy the strided windows anyway,
+         * and under c=bf16 a copy of the rounded operand would take its gradient in bf16 */
+        const char *xo[4] = {x->names[0], len, in, ker}, *wo[3] = {in, ker, w->names[0]};
+        xk = xk ? g_contiguous(g, g_permute(g, xk, 4, xo)) : NULL;
         gval *wk = gp->api->slice(gp, w, ker, k, 1);
+        wk = wk ? g_contiguous(g, g_permute(g, wk, 3, wo)) : NULL;
         const char *contract[2] = {in, ker};
         gval *t = xk && wk ? api_dot(gp, xk, wk, 2, contract, NULL) : NULL;
         sum = !t ? NULL : sum ? api_binary(gp, BORA_OP_ADD, sum, t) : t;
@@ -182,8 +188,12 @@ bora_tensor *api_conv1d(bora_graph *gp, bora_tensor *x, bora_tensor *w,
     int64_t pd[BORA_MAX_DIMS]; /* x padded for the decomposition: J·s + K - 1 >= L + 2p */
     memcpy(pd, x->dims, sizeof pd);
     pd[xl] = J * s + K - 1;
+    /* and one batch row's windows (in, kernel, J), which a backend's kernel may lay out */
+    int64_t wd[3] = {x->dims[xi], K, J};
+    const char *wn[3] = {in, ker, len};
     if (g_size_check(g, "conv1d's result", NULL, x->dtype, x->ndim, rd, rn, NULL) ||
-        g_size_check(g, "conv1d's padded x", NULL, x->dtype, x->ndim, pd, x->names, NULL))
+        g_size_check(g, "conv1d's padded x", NULL, x->dtype, x->ndim, pd, x->names, NULL) ||
+        g_size_check(g, "conv1d's windows", NULL, x->dtype, 3, wd, wn, NULL))
         return NULL;
     /* x as (batch, in, length) with its other axes merged into one batch axis (size 1 if none) */
     const char *batch[BORA_MAX_DIMS], *o[BORA_MAX_DIMS];

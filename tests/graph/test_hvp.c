@@ -178,9 +178,16 @@ static bora_tensor *b_embedding(bora_graph *g, int v)
 
 /* attention: causal; with segment ids; not causal; grouped heads with a window of 2; then soft-
  * capped scores (c·tanh(s / c)): causal, c = 0.8; grouped heads, window 2 and segment ids, c = 1.5
- * (the Hessian graph's decomposition against the fused kernels' gradients). */
+ * (the Hessian graph's decomposition against the fused kernels' gradients); then cross-attention,
+ * not causal: 4 queries over 3 keys, and over 6. */
 static bora_tensor *b_attention(bora_graph *g, int v)
 {
+    if (v >= 6) {
+        bora_axis qa[3] = {AX("heads", 2), AX("position", 4), AX("head_dim", 3)};
+        bora_axis ka[3] = {AX("heads", 2), AX("key_position", v == 6 ? 3 : 6), AX("head_dim", 3)};
+        bora_attention_opts o = {.struct_size = sizeof o};
+        return g->api->attention(g, P(g, "a", 3, qa), P(g, "b", 3, ka), P(g, "c", 3, ka), &o);
+    }
     int gqa = v == 3 || v == 5;
     bora_axis qa[4] = {AX("batch", 2), AX("heads", gqa ? 4 : 2), AX("position", 4),
                        AX("head_dim", 3)};
@@ -274,6 +281,23 @@ static bora_tensor *b_checkpointed(bora_graph *g, int v)
     return bora_unary(g, BORA_OP_GELU_EXACT, bora_mul(g, h, h));
 }
 
+/* conv1d: Whisper's first convolution in small (K 3, pad 1) and a stride of 2 with padding 2
+ * over two batch axes around the length (the Hessian graph's decomposition: pads, slices, dots
+ * against the kernels' gradients). */
+static bora_tensor *b_conv1d(bora_graph *g, int v)
+{
+    if (v == 0) {
+        bora_axis xa[3] = {AX("batch", 2), AX("mel", 3), AX("frame", 6)};
+        bora_axis wa[3] = {AX("embed", 2), AX("mel", 3), AX("kernel", 3)};
+        bora_conv1d_opts o = {sizeof o, 1, 1, "frame", "mel", "kernel"};
+        return bora_conv1d(g, P(g, "x", 3, xa), P(g, "w", 3, wa), &o);
+    }
+    bora_axis xa[4] = {AX("a", 2), AX("frame", 7), AX("b", 2), AX("chan", 2)};
+    bora_axis wa[3] = {AX("kernel", 2), AX("out", 3), AX("chan", 2)};
+    bora_conv1d_opts o = {sizeof o, 2, 2, "frame", "chan", "kernel"};
+    return bora_conv1d(g, P(g, "x", 4, xa), P(g, "w", 3, wa), &o);
+}
+
 /* a mixture of experts: 0, grouped_matmul alone (an empty group, a row past the sizes' sum);
  * 1, a routed layer (softmax, top 2 of 3 experts, the rows sorted by expert with argsort and
  * counted with bincount, gathered, multiplied per expert, put back and weighted). */
@@ -318,11 +342,12 @@ static const hcase cases[] = {
     {"softmax", b_softmax, 2},
     {"cross_entropy", b_xent, 3},
     {"embedding", b_embedding, 1},
-    {"attention", b_attention, 6},
+    {"attention", b_attention, 8},
     {"rope", b_rope, 2},
     {"layout", b_layout, 6},
     {"checkpointed", b_checkpointed, 1},
     {"moe", b_moe, 2},
+    {"conv1d", b_conv1d, 2},
 };
 
 /* ---- running ------------------------------------------------------------------------------ */
@@ -783,11 +808,23 @@ int main(int argc, char **argv)
     check_misuse();
     /* Every op is in some case's Hessian graph, or is a fused op a Hessian graph builds from
      * primitives (it must then never appear in one), or is never differentiated. */
-    static const int fused[] = {BORA_OP_LAYERNORM,   BORA_OP_LAYERNORM_GRAD, BORA_OP_SOFTMAX,
-                                BORA_OP_LOG_SOFTMAX, BORA_OP_XENT,           BORA_OP_XENT_GRAD,
-                                BORA_OP_XENT_FUSED,  BORA_OP_ATTENTION,      BORA_OP_ATTENTION_GRAD,
-                                BORA_OP_RMS_NORM,    BORA_OP_RMS_NORM_GRAD,  BORA_OP_ROPE,
-                                BORA_OP_SUM_SQUARES, BORA_OP_WRITE_SLICE};
+    static const int fused[] = {BORA_OP_LAYERNORM,
+                                BORA_OP_LAYERNORM_GRAD,
+                                BORA_OP_SOFTMAX,
+                                BORA_OP_LOG_SOFTMAX,
+                                BORA_OP_XENT,
+                                BORA_OP_XENT_GRAD,
+                                BORA_OP_XENT_FUSED,
+                                BORA_OP_ATTENTION,
+                                BORA_OP_ATTENTION_GRAD,
+                                BORA_OP_RMS_NORM,
+                                BORA_OP_RMS_NORM_GRAD,
+                                BORA_OP_ROPE,
+                                BORA_OP_SUM_SQUARES,
+                                BORA_OP_WRITE_SLICE,
+                                BORA_OP_CONV1D,
+                                BORA_OP_CONV1D_GRAD_INPUT,
+                                BORA_OP_CONV1D_GRAD_WEIGHT};
     for (int op = 1; op < BORA_OP_COUNT_; op++) {
         int is_fused = 0;
         for (size_t k = 0; k < sizeof fused / sizeof fused[0]; k++)

@@ -73,6 +73,11 @@ static int weight_matrix(const bora_tensor_desc *w, int64_t *s_row)
     return C == 1 || w->strides[1] == 1;
 }
 
+static bora_status no_memory(bora_backend *b)
+{
+    return b->h->fail(b->h, BORA_ERR_NOMEM, "conv1d: out of memory for the windows' scratch");
+}
+
 static bora_status bad_layout(bora_backend *b, const char *what)
 {
     return b->h->fail(b->h, BORA_ERR_INVALID, "conv1d: %s is not laid out as the host promises",
@@ -92,7 +97,7 @@ static bora_status conv1d(bora_backend *bk, const bora_kernel_args *a)
     int64_t nc = chunk_rows(&c, CK * c.J, e);
     char *col = cpu_scratch(bk, (size_t)(nc * CK * c.J) * e);
     if (!col)
-        return BORA_ERR_NOMEM;
+        return no_memory(bk);
     for (int64_t b0 = 0; b0 < c.B; b0 += nc) {
         int64_t n = c.B - b0 < nc ? c.B - b0 : nc;
 #pragma omp parallel for schedule(static)
@@ -127,7 +132,7 @@ static bora_status conv1d_grad_input(bora_backend *bk, const bora_kernel_args *a
     int64_t nc = chunk_rows(&c, CK * c.J, e);
     char *col = cpu_scratch(bk, (size_t)(nc * CK * c.J) * e);
     if (!col)
-        return BORA_ERR_NOMEM;
+        return no_memory(bk);
     for (int64_t b0 = 0; b0 < c.B; b0 += nc) {
         int64_t n = c.B - b0 < nc ? c.B - b0 : nc;
         bora_tensor_desc A = {w->data, w->dtype, 3, {n, CK, c.O}, {0, 1, ws}};
@@ -180,7 +185,7 @@ static bora_status conv1d_grad_weight(bora_backend *bk, const bora_kernel_args *
     size_t tmp_bytes = nc < c.B ? (size_t)(c.O * CK) * eo : 0;
     char *col = cpu_scratch(bk, col_bytes + dyt_bytes + tmp_bytes);
     if (!col)
-        return BORA_ERR_NOMEM;
+        return no_memory(bk);
     char *dyt = col + col_bytes, *tmp = dyt + dyt_bytes;
     for (int64_t b0 = 0; b0 < c.B; b0 += nc) {
         int64_t n = c.B - b0 < nc ? c.B - b0 : nc;
