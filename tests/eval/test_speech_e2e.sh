@@ -8,7 +8,9 @@
 # without the KV cache must print the same lines. Held-out sentences are scripts/demo-speech's
 # concern: on them this model, in the minutes a test may take, learns the sentences' words
 # before their sounds.
-# Labelled slow: about five minutes on two cores.
+# Labelled slow: about five minutes. One thread: on a machine shared with other work, two
+# OpenMP threads waiting on each other at every small kernel make each step several times
+# slower.
 # usage: test_speech_e2e.sh BORA PLUGIN_DIR BROWN_TXT WORK_DIR REPO_DIR
 set -u
 bora=$1 plugins=$2 brown=$3 work=$4 repo=$5
@@ -24,7 +26,7 @@ set -- --data.train_urls="[$work/speech/train.jsonl]" \
     --data.tokenizer="$repo/tests/data/whisper-tokenizer/tokenizer.json" \
     --data.cache_dir="$work/cache" --trainer.checkpointer.base_path="$work/ckpt" \
     --trainer.id=speech --trainer.tracker="[jsonl]" --trainer.num_train_steps=300 \
-    --optimizer.warmup=30 --trainer.steps_per_eval=300
+    --optimizer.warmup=30 --trainer.steps_per_eval=300 --trainer.num_threads=1
 b train "$repo/examples/whisper-speech.yaml" "$@" > train.log 2>&1 || { tail -n 30 train.log; exit 1; }
 first=$(grep -m 1 '^step ' train.log | awk '{print $4}')
 last=$(grep '^step ' train.log | tail -n 10 | awk '{s += $4} END {printf "%.4f", s / NR}')
