@@ -23,6 +23,11 @@ bora_status tr_wer_build(trainer *t)
     const char *name = t->model_entry->ops->name;
     bora_status st = bora_transcriber_new(t->store, (const bora_model_ops *)t->model_entry->ops,
                                           t->model, name, 0, &t->wer);
+    if (st == BORA_ERR_UNSUPPORTED) { /* an audio model that only trains: the loss alone */
+        bora_log(BORA_LOG_INFO, "eval: model %s cannot transcribe (%s): no word error rate", name,
+                 bora_error_get());
+        return BORA_OK;
+    }
     return st == BORA_OK ? BORA_OK
                          : bora_error_set(st, "eval (word error rate): %s", bora_error_get());
 }
