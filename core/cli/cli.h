@@ -34,6 +34,7 @@ int bora_cmd_eval(const bora_cli *cli);
 int bora_cmd_cache(const bora_cli *cli);
 int bora_cmd_runs(const bora_cli *cli);
 int bora_cmd_generate(const bora_cli *cli);
+int bora_cmd_transcribe(const bora_cli *cli);
 int bora_cmd_export(const bora_cli *cli);
 int bora_cmd_import(const bora_cli *cli);
 int bora_cmd_dashboard(const bora_cli *cli);

@@ -12,16 +12,12 @@
  *
  * Sampling: temperature (0: the most likely token), top-k, top-p, from a seeded generator, so the
  * same seed gives the same text. */
-#include "../ckpt/checkpoint.h"
-#include "../config/schema.h"
 #include "../data/loader.h"
-#include "../data/tokenizer.h"
-#include "../graph/graph.h"
-#include "../hf/import.h"
+#include "../eval/logits.h"
 #include "../train/inputs.h"
 #include "../util/log.h"
 #include "../util/str.h"
-#include "cli.h"
+#include "load.h"
 
 #include <json-c/json.h>
 #include <math.h>
@@ -176,77 +172,6 @@ static int parse_opts(const bora_cli *cli, gen_opts *o)
     return 0;
 }
 
-/* A graph whose output is (batch 1, position, vocab) f32 logits, and how to read one row. */
-typedef struct logits_out {
-    g_graph *g;
-    const gval *lv, *lb; /* the logits and their base */
-    int64_t T, V, sT, sV, base_elems;
-    float *all; /* the whole base, when a row's entries are not adjacent */
-} logits_out;
-
-static bora_status build_graph(g_store *store, const bora_model_ops *mops, bora_model *model,
-                               int mode, logits_out *o)
-{
-    memset(o, 0, sizeof *o);
-    o->g = g_graph_new(store, mode);
-    if (!o->g)
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    bora_tensor *t = NULL;
-    bora_status st = mops->build(model, &o->g->pub, mode, &t);
-    if (st != BORA_OK)
-        return st;
-    if (bora_inputs_check(o->g, mode, NULL) != BORA_OK)
-        return BORA_ERR_INVALID;
-    o->g->output = t;
-    return g_finalize(o->g) == BORA_OK ? BORA_OK : bora_error_set(o->g->status, "%s", o->g->error);
-}
-
-/* After the store is allocated: check the output's shape, and make room to read it. */
-static bora_status logits_layout(logits_out *o, const char *model)
-{
-    const gval *lv = o->g->output;
-    int64_t elems = 1;
-    o->lv = lv;
-    o->lb = lv->base;
-    for (int i = 0; i < lv->ndim; i++) {
-        elems *= lv->dims[i];
-        if (!strcmp(lv->names[i], "position"))
-            o->T = lv->dims[i], o->sT = lv->strides[i];
-        if (!strcmp(lv->names[i], "vocab"))
-            o->V = lv->dims[i], o->sV = lv->strides[i];
-    }
-    if (o->T < 1 || o->V < 1 || elems != o->T * o->V || lv->dtype != BORA_DTYPE_F32)
-        return bora_error_set(BORA_ERR_INVALID,
-                              "model %s's graph for mode %d gives no f32 (position, vocab) logits",
-                              model, o->g->mode);
-    o->base_elems = 1;
-    for (int i = 0; i < o->lb->ndim; i++)
-        o->base_elems *= o->lb->dims[i];
-    if (o->sV != 1 && !(o->all = malloc(sizeof(float) * (size_t)o->base_elems)))
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    return BORA_OK;
-}
-
-/* Run the graph (its inputs set) and read the logits at position t into row. */
-static bora_status run_row(logits_out *o, int64_t t, float *row)
-{
-    if (g_run(o->g) != BORA_OK)
-        return BORA_ERR_DEVICE;
-    size_t at = (size_t)(o->lv->offset + t * o->sT);
-    if (o->sV == 1) /* the row alone */
-        return g_read_part(o->g, o->lb, sizeof(float) * at, row, sizeof(float) * (size_t)o->V);
-    bora_status st = g_read(o->g, o->lb, o->all, sizeof(float) * (size_t)o->base_elems);
-    for (int64_t v = 0; st == BORA_OK && v < o->V; v++)
-        row[v] = o->all[(int64_t)at + v * o->sV];
-    return st;
-}
-
-static void logits_free(logits_out *o)
-{
-    free(o->all);
-    g_graph_free(o->g);
-}
-
 int bora_cmd_generate(const bora_cli *cli)
 {
     gen_opts o;
@@ -254,103 +179,57 @@ int bora_cmd_generate(const bora_cli *cli)
     if (rc)
         return rc;
     rc = 1;
-    bora_registry *reg = bora_cli_load_plugins(cli);
-    bora_cfg *cfg = bora_cfg_new();
-    bora_backend *be = NULL;
-    const bora_backend_ops *bops = NULL;
-    bora_model *model = NULL;
-    const bora_model_ops *mops = NULL;
-    g_store *store = NULL;
+    bora_loaded L;
     /* with the KV cache: prefill and decode; without (--no-cache, or a model that has no
      * cached graphs): the eval graph over the last seq_len tokens for every token */
-    logits_out prefill = {0}, decode = {0}, eval = {0};
-    bora_tokenizer *tok = NULL;
+    bora_logits prefill = {0}, decode = {0}, eval = {0};
     bora_ids ids = {0};
     float *row = NULL;
     cand *cands = NULL;
     char *text = NULL;
     int32_t *window = NULL, *segs = NULL;
-    if (!reg || !cfg)
+    if (bora_load_model(cli, "generate", o.checkpoint, o.hf, o.tokenizer, &L) != BORA_OK)
         goto out;
-    if (o.hf && bora_hf_apply_config(cfg, reg, o.hf) != BORA_OK) {
-        bora_cfg_print_errors(cfg, stderr);
-        goto out;
-    }
-    if (!o.hf && bora_ckpt_load_config(o.checkpoint, cfg) != BORA_OK) {
-        bora_log(BORA_LOG_ERROR, "generate: %s", bora_error_get());
-        goto out;
-    }
-    bora_config_check(cfg, reg, 1);
-    if (bora_cfg_error_count(cfg)) {
-        bora_cfg_print_errors(cfg, stderr);
-        goto out;
-    }
-    bora_config *root = bora_cfg_root(cfg), *mnode = bora_cfg_child(root, "model");
-    bora_config *trainer = bora_cfg_child(root, "trainer");
-    const char *tok_path = o.tokenizer, *backend_name = "auto";
-    if (!tok_path)
-        bora_cfg_string(bora_cfg_child(root, "data"), "tokenizer", "", &tok_path);
-    bora_cfg_string(trainer, "backend", "auto", &backend_name);
-    if (bora_tokenizer_load(tok_path, &tok) != BORA_OK) {
-        bora_log(BORA_LOG_ERROR, "generate: the run's tokenizer: %s (--tokenizer PATH names it)",
-                 bora_error_get());
-        goto out;
-    }
-    const bora_entry *me, *be_entry = bora_registry_pick_backend(reg, backend_name);
-    if (bora_config_select(mnode, BORA_KIND_MODEL, reg, &me) != BORA_OK || !be_entry) {
-        bora_log(BORA_LOG_ERROR, "generate: %s", bora_error_get());
-        goto out;
-    }
-    mops = (const bora_model_ops *)me->ops;
-    bops = (const bora_backend_ops *)be_entry->ops;
-    if (bops->create(&be_entry->file->host, trainer, &be) != BORA_OK ||
-        mops->create(&me->file->host, mnode, &model) != BORA_OK) {
-        bora_log(BORA_LOG_ERROR, "generate: %s", bora_error_get());
-        goto out;
-    }
-    store = g_store_new(bops, be, be_entry->ops->name, 0);
-    if (!store) {
-        bora_log(BORA_LOG_ERROR, "out of memory");
-        goto out;
-    }
-    g_store_backend_abi(store, be_entry->file->abi_minor);
+    bora_tokenizer *tok = L.tok;
+    const char *model_name = L.model_name;
     int cached = 0;
     if (!o.no_cache) {
-        bora_status st = build_graph(store, mops, model, BORA_MODE_PREFILL, &prefill);
+        bora_status st =
+            bora_logits_build(L.store, L.mops, L.model, model_name, BORA_MODE_PREFILL, &prefill);
         if (st == BORA_OK)
-            st = build_graph(store, mops, model, BORA_MODE_DECODE, &decode);
+            st = bora_logits_build(L.store, L.mops, L.model, model_name, BORA_MODE_DECODE, &decode);
         if (st == BORA_OK)
             cached = 1;
         else if (st == BORA_ERR_UNSUPPORTED)
             bora_log(BORA_LOG_INFO,
                      "generate: model %s has no KV cache (%s); each token runs "
                      "the whole window",
-                     me->ops->name, bora_error_get());
+                     model_name, bora_error_get());
         else {
-            bora_log(BORA_LOG_ERROR, "generate: model %s: %s", me->ops->name, bora_error_get());
+            bora_log(BORA_LOG_ERROR, "generate: model %s: %s", model_name, bora_error_get());
             goto out;
         }
     }
-    if (!cached && build_graph(store, mops, model, BORA_MODE_EVAL, &eval) != BORA_OK) {
-        bora_log(BORA_LOG_ERROR, "generate: model %s: %s", me->ops->name, bora_error_get());
+    if (!cached &&
+        bora_logits_build(L.store, L.mops, L.model, model_name, BORA_MODE_EVAL, &eval) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "generate: model %s: %s", model_name, bora_error_get());
         goto out;
     }
-    if (g_store_materialize(store) != BORA_OK ||
-        (o.hf ? bora_hf_load_weights(store, o.hf, me->ops->name, 1)
-              : bora_ckpt_load_model(store, o.checkpoint)) != BORA_OK ||
-        (cached ? logits_layout(&prefill, me->ops->name) != BORA_OK ||
-                      logits_layout(&decode, me->ops->name) != BORA_OK
-                : logits_layout(&eval, me->ops->name) != BORA_OK)) {
+    if (bora_load_weights(&L, "generate") != BORA_OK)
+        goto out;
+    if (cached ? bora_logits_layout(&prefill, model_name) != BORA_OK ||
+                     bora_logits_layout(&decode, model_name) != BORA_OK
+               : bora_logits_layout(&eval, model_name) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "generate: %s", bora_error_get());
         goto out;
     }
-    logits_out *full = cached ? &prefill : &eval; /* the graph that runs a whole window */
+    bora_logits *full = cached ? &prefill : &eval; /* the graph that runs a whole window */
     int64_t T = full->T, V = full->V;
     if (cached && (decode.T != 1 || decode.V != V)) {
         bora_log(BORA_LOG_ERROR,
                  "generate: model %s's decode graph gives %lld positions of %lld "
                  "logits, not 1 of %lld",
-                 me->ops->name, (long long)decode.T, (long long)decode.V, (long long)V);
+                 model_name, (long long)decode.T, (long long)decode.V, (long long)V);
         goto out;
     }
     int32_t eos = bora_eos_id(tok);
@@ -391,7 +270,7 @@ int bora_cmd_generate(const bora_cli *cli)
             if (st == BORA_OK && bora_inputs_reads(decode.g, "key_length"))
                 st = g_set_input(decode.g, "key_length", &len, sizeof len);
             if (st == BORA_OK)
-                st = run_row(&decode, 0, row);
+                st = bora_logits_run_row(&decode, 0, row);
             filled++;
             steps++;
         } else {
@@ -407,7 +286,7 @@ int bora_cmd_generate(const bora_cli *cli)
             if (st == BORA_OK && cached && bora_inputs_reads(full->g, "key_length"))
                 st = g_set_input(full->g, "key_length", &held, sizeof held);
             if (st == BORA_OK)
-                st = run_row(full, (int64_t)n - 1, row);
+                st = bora_logits_run_row(full, (int64_t)n - 1, row);
             filled = (int64_t)n;
             windows++;
         }
@@ -459,16 +338,9 @@ out:
     free(window);
     free(segs);
     bora_ids_free(&ids);
-    bora_tokenizer_free(tok);
-    logits_free(&prefill);
-    logits_free(&decode);
-    logits_free(&eval);
-    g_store_free(store);
-    if (model)
-        mops->destroy(model);
-    if (be)
-        bops->destroy(be);
-    bora_cfg_free(cfg);
-    bora_registry_free(reg);
+    bora_logits_free(&prefill);
+    bora_logits_free(&decode);
+    bora_logits_free(&eval);
+    bora_loaded_free(&L);
     return rc;
 }

@@ -1,5 +1,5 @@
 /* core/cli/cmd_train.c — `bora train CONFIG.yaml [--force] [overrides]`,
- * `bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [overrides]` and
+ * `bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [--max-clips N] [overrides]` and
  * `bora cache CONFIG.yaml [--workers N] [--rebuild] [overrides]`. */
 #include "../dist/dist.h"
 #include "../train/trainer.h"
@@ -12,7 +12,7 @@
 
 /* Each command's own options, for the suggestion when one is mistyped. */
 static const char *const train_options[] = {"--force", BORA_CLI_GLOBAL_OPTIONS, NULL};
-static const char *const eval_options[] = {"--checkpoint", "--hf", "--json",
+static const char *const eval_options[] = {"--checkpoint",          "--hf", "--json", "--max-clips",
                                            BORA_CLI_GLOBAL_OPTIONS, NULL};
 static const char *const cache_options[] = {"--workers", "--rebuild", BORA_CLI_GLOBAL_OPTIONS,
                                             NULL};
@@ -46,13 +46,14 @@ static int run_train(bora_cfg *cfg, bora_registry *reg, void *opts)
 typedef struct eval_args {
     const char *checkpoint, *hf;
     int json;
+    int64_t max_clips; /* the word error rate's clips: -1 all, 0 none */
 } eval_args;
 
 static int run_eval(bora_cfg *cfg, bora_registry *reg, void *ctx)
 {
     const eval_args *e = ctx;
-    return e->hf ? bora_evaluate_hf(cfg, reg, e->hf, e->json)
-                 : bora_evaluate(cfg, reg, e->checkpoint, e->json);
+    return e->hf ? bora_evaluate_hf(cfg, reg, e->hf, e->json, e->max_clips)
+                 : bora_evaluate(cfg, reg, e->checkpoint, e->json, e->max_clips);
 }
 
 int bora_cmd_train(const bora_cli *cli)
@@ -101,6 +102,7 @@ int bora_cmd_eval(const bora_cli *cli)
 {
     const char *checkpoint = NULL, *hf = NULL;
     int json = 0, n = 0, rc = 1;
+    int64_t max_clips = -1;
     char **args = calloc((size_t)cli->argc + 1, sizeof *args);
     if (!args)
         return 1;
@@ -120,6 +122,18 @@ int bora_cmd_eval(const bora_cli *cli)
                 free(args);
                 return 2;
             }
+        } else if (!strcmp(a, "--max-clips") || !strncmp(a, "--max-clips=", 12)) {
+            const char *v = a[11] == '=' ? a + 12 : i + 1 < cli->argc ? cli->argv[++i] : "";
+            char *end = NULL;
+            max_clips = strtoll(v, &end, 10);
+            if (!*v || *end || max_clips < 0) {
+                bora_log(BORA_LOG_ERROR,
+                         "eval: --max-clips: '%s' is not a count of clips (0: no word error "
+                         "rate)",
+                         v);
+                free(args);
+                return 2;
+            }
         } else if (!strcmp(a, "--json"))
             json = 1;
         else
@@ -131,7 +145,7 @@ int bora_cmd_eval(const bora_cli *cli)
         free(args);
         return 2;
     }
-    eval_args e = {checkpoint, hf, json};
+    eval_args e = {checkpoint, hf, json, max_clips};
     rc = with_config(cli, n, args, eval_options, run_eval, &e);
     free(args);
     return rc;

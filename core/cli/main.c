@@ -35,7 +35,8 @@ static const command commands[] = {
      "            its checks (digests, finite values, step), resume from the newest earlier\n"
      "            one that passes (each newer one is kept aside as step-N.damaged)\n"},
     {"eval", bora_cmd_eval, "loss and bits per byte of a checkpoint on the validation set",
-     "bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [--section.key=value ...]\n"
+     "bora eval CONFIG.yaml --checkpoint DIR | --hf DIR [--json] [--max-clips N]\n"
+     "          [--section.key=value ...]\n"
      "\n"
      "Loads the model weights of a checkpoint (a step-N directory, or a run directory for its\n"
      "latest) into the model CONFIG.yaml describes and runs it over the validation set\n"
@@ -44,7 +45,13 @@ static const command commands[] = {
      "(data.validation_urls; trainer.max_eval_batches batches of train_batch_size sequences,\n"
      "or all of it). Prints the mean loss per predicted token (nats) and bits per byte: the\n"
      "summed loss in bits over the UTF-8 bytes those tokens stand for. --json prints them as\n"
-     "one JSON object at full precision (null for a value that is not finite).\n"},
+     "one JSON object at full precision (null for a value that is not finite).\n"
+     "\n"
+     "A speech model (data.type: audio) is also scored by its word error rate: each validation\n"
+     "clip transcribed greedily, as bora transcribe does, and compared with its text (both\n"
+     "lower-cased, accents and punctuation removed; docs/design.md), the edits over all clips\n"
+     "divided by their reference words (eval/wer in --json). --max-clips N transcribes only\n"
+     "the first N clips (0: no word error rate); the loss still covers the whole set.\n"},
     {"generate", bora_cmd_generate, "sample text from a checkpoint",
      "bora generate --checkpoint DIR | --hf DIR --prompt TEXT [--max-tokens N]\n"
      "              [--temperature T]\n"
@@ -66,6 +73,27 @@ static const command commands[] = {
      "whole window of the last seq_len tokens again. --no-cache runs the whole window for every\n"
      "token: the same\n"
      "tokens, slower; a check of the cache.\n"},
+    {"transcribe", bora_cmd_transcribe, "transcribe audio clips with a speech model",
+     "bora transcribe --checkpoint DIR | --hf DIR CLIP [CLIP ...] [--max-tokens N]\n"
+     "              [--language L] [--task transcribe|translate] [--timestamps]\n"
+     "              [--tokenizer PATH] [--no-cache] [--ids]\n"
+     "\n"
+     "Loads a speech model (model.type: whisper) as bora generate loads one and prints each\n"
+     "clip's transcript as 'path<TAB>text'. A clip (WAV, FLAC, OGG, anything libsndfile reads;\n"
+     "or an http(s) URL) is mixed to mono, resampled to 16 kHz and made into the log-mel\n"
+     "features of the model's mel bins and frames (num_mel_bins, 2 x max_source_positions);\n"
+     "a clip longer than the frames hold is refused, by name, and the others still run (exit\n"
+     "status 1). The decoder starts from Whisper's start sequence (<|startoftranscript|>, the\n"
+     "language and task tokens where the tokenizer has them and a language is given, then\n"
+     "<|notimestamps|> unless --timestamps) and takes the most likely token each step until\n"
+     "<|endoftext|>, --max-tokens new tokens or the decoder's max_target_positions. The text\n"
+     "leaves out special and timestamp tokens. --language and --task default to the run's\n"
+     "data.language and data.task. --ids also prints each clip's token ids on stderr.\n"
+     "\n"
+     "With the model's KV cache, the features and the start sequence run once (prefill,\n"
+     "which also keeps the encoder's keys and values for cross-attention) and each token costs\n"
+     "one decode step; --no-cache runs the encoder and the whole decoder window for every\n"
+     "token instead: the same tokens, slower; a check of the cache.\n"},
     {"export", bora_cmd_export, "write a checkpoint as a Hugging Face folder",
      "bora export --checkpoint DIR --out HF_DIR [--dtype f32|bf16|f16]\n"
      "              [--max-shard-size SIZE] [--tokenizer PATH] [--force]\n"

@@ -6,6 +6,7 @@
 #include "../data/cache.h"
 #include "../data/loader.h"
 #include "../dist/dist.h"
+#include "../eval/transcribe.h"
 #include "../graph/graph.h"
 #include "../hf/import.h"
 #include "../util/log.h"
@@ -256,6 +257,8 @@ static bora_status build(trainer *t, bora_config *root)
             return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
                                   bora_error_get());
         t->seq_len = bora_eval_seq_len(t->eval);
+        if (tr_wer_build(t) != BORA_OK)
+            return BORA_ERR_INVALID;
         if (g_store_materialize(t->store) != BORA_OK)
             return BORA_ERR_NOMEM;
         return BORA_OK;
@@ -738,6 +741,7 @@ void tr_teardown(trainer *t)
     if (t->be_entry)
         tr_dp_free(t);
     bora_eval_free(t->eval);
+    bora_transcriber_free(t->wer);
     bora_loader_free(t->val);
     tr_model_metrics_free(&t->model_metrics);
     g_graph_free(t->train);
@@ -875,9 +879,9 @@ out:
 }
 
 static int evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, const char *hf,
-                    int json)
+                    int json, int64_t max_clips)
 {
-    trainer t = {.cfg = cfg, .reg = reg, .eval_only = 1, .hf_dir = hf};
+    trainer t = {.cfg = cfg, .reg = reg, .eval_only = 1, .hf_dir = hf, .wer_clips = max_clips};
     bora_config *root = bora_cfg_root(cfg);
     int rc = 1;
     char dir[4200];
@@ -910,6 +914,12 @@ static int evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, c
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;
     }
+    bora_wer w = {0};
+    double wer_s = 0;
+    if (t.wer && tr_wer_run(&t, &w, &wer_s) != BORA_OK) {
+        bora_log(BORA_LOG_ERROR, "eval (word error rate): %s", bora_error_get());
+        goto out;
+    }
     if (json) {
         fputs("{\"checkpoint\": ", stdout);
         bora_json_string(stdout, dir);
@@ -917,25 +927,40 @@ static int evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, c
         bora_json_number(stdout, r.loss);
         fputs(", \"eval/bpb\": ", stdout);
         bora_json_number(stdout, r.bpb);
-        printf(", \"sequences\": %lld, \"tokens\": %lld, \"bytes\": %lld}\n",
-               (long long)r.sequences, (long long)r.tokens, (long long)r.bytes);
-    } else
+        printf(", \"sequences\": %lld, \"tokens\": %lld, \"bytes\": %lld", (long long)r.sequences,
+               (long long)r.tokens, (long long)r.bytes);
+        if (t.wer) {
+            fputs(", \"eval/wer\": ", stdout);
+            bora_json_number(stdout, bora_wer_rate(&w));
+            printf(", \"wer_clips\": %lld, \"wer_edits\": %lld, \"wer_words\": %lld",
+                   (long long)w.pairs, (long long)w.edits, (long long)w.ref_words);
+        }
+        puts("}");
+    } else {
         printf("eval of %s: loss %.4f  bpb %.4f  (%lld sequences, %lld tokens, %lld bytes, "
                "%.2f s)\n",
                dir, r.loss, r.bpb, (long long)r.sequences, (long long)r.tokens, (long long)r.bytes,
                r.seconds);
+        if (t.wer)
+            printf("eval of %s: WER %.2f%%  (%lld edits over %lld reference words, %lld clips "
+                   "transcribed greedily, %.2f s)\n",
+                   dir, 100.0 * bora_wer_rate(&w), (long long)w.edits, (long long)w.ref_words,
+                   (long long)w.pairs, wer_s);
+    }
     rc = 0;
 out:
     tr_teardown(&t);
     return rc;
 }
 
-int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json)
+int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json,
+                  int64_t max_clips)
 {
-    return evaluate(cfg, reg, checkpoint, NULL, json);
+    return evaluate(cfg, reg, checkpoint, NULL, json, max_clips);
 }
 
-int bora_evaluate_hf(bora_cfg *cfg, bora_registry *reg, const char *hf_dir, int json)
+int bora_evaluate_hf(bora_cfg *cfg, bora_registry *reg, const char *hf_dir, int json,
+                     int64_t max_clips)
 {
-    return evaluate(cfg, reg, NULL, hf_dir, json);
+    return evaluate(cfg, reg, NULL, hf_dir, json, max_clips);
 }

@@ -70,12 +70,15 @@ void bora_model_experts(bora_config *root, const bora_key *keys, int64_t *expert
                         int64_t *per_token);
 
 /* `bora eval`: the loss and bits per byte of a checkpoint's model (a step directory, or a run
- * directory for its latest) on cfg's validation set, printed as a line (or JSON). Returns the
- * process exit status. */
-int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json);
+ * directory for its latest) on cfg's validation set, printed as a line (or JSON); for an audio
+ * model also the word error rate of greedy transcripts of the first max_clips validation clips
+ * (-1: all of them; 0: none). Returns the process exit status. */
+int bora_evaluate(bora_cfg *cfg, bora_registry *reg, const char *checkpoint, int json,
+                  int64_t max_clips);
 /* The same for a Hugging Face folder's model (bora eval --hf): its config.json as model: and
  * its tokenizer unless data.tokenizer names one. */
-int bora_evaluate_hf(bora_cfg *cfg, bora_registry *reg, const char *hf_dir, int json);
+int bora_evaluate_hf(bora_cfg *cfg, bora_registry *reg, const char *hf_dir, int json,
+                     int64_t max_clips);
 
 /* `bora cache`: build the token caches of data.train_urls (and validation_urls) with progress;
  * workers > 0 and rebuild override data.cache_workers and data.cache_rebuild. */
