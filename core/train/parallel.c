@@ -122,6 +122,9 @@ static bora_status read_rows(trainer *t, int64_t step, int64_t per, size_t cells
         size_t at = (size_t)j * cells;
         bora_status st = bora_loader_rows(t->loader, step - 1, t->batch, m * t->micro, t->micro,
                                           t->ids + at, t->targets + at, t->segs + at, &c);
+        if (st == BORA_OK && t->feats) /* an audio model: the same rows' clips */
+            st = bora_loader_features(t->loader, step - 1, t->batch, m * t->micro, t->micro,
+                                      t->feats + (size_t)j * (size_t)t->micro * t->feat_row);
         if (st != BORA_OK)
             return st;
         mine[0] += c;
@@ -166,6 +169,10 @@ bora_status tr_dp_step(trainer *t, int64_t step, double lr, double *loss, double
             st = g_set_input(t->train, "targets", t->targets + at, bytes);
         if (st == BORA_OK && bora_inputs_reads(t->train, "segment_ids"))
             st = g_set_input(t->train, "segment_ids", t->segs + at, bytes);
+        if (st == BORA_OK && t->feats)
+            st = g_set_input(t->train, "input_features",
+                             t->feats + (size_t)j * (size_t)t->micro * t->feat_row,
+                             (size_t)t->micro * t->feat_row * sizeof(float));
         if (st == BORA_OK)
             st = g_set_input(t->train, "loss_scale", &scale, sizeof scale);
         if (st == BORA_OK)

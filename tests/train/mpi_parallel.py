@@ -17,7 +17,12 @@ under BORA_DIST_TIMEOUT_S=2: rank 0 must give up within 60 s with a message nami
 Skipped (exit 77) where mpirun is absent. Runs as root with --allow-run-as-root, and always with
 --oversubscribe (2 ranks of 1 thread on a 2-core machine).
 
-usage: mpi_parallel.py MODE BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL]]
+With DATA (a data: section) the runs read it instead of TEXT with TOKENIZER (an audio
+dataset: each rank reads its micro-batches' clips), and with EXTRA_PLUGIN_DIR bora searches it
+for plugins too (a test model's).
+
+usage: mpi_parallel.py MODE BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL [DATA
+                       [EXTRA_PLUGIN_DIR]]]]
 """
 import json
 import os
@@ -31,6 +36,9 @@ mode, bora, plugin_dir, tokenizer, text, work = sys.argv[1:7]
 mp = sys.argv[7] if len(sys.argv) > 7 and sys.argv[7] else "p=f32,c=f32"
 model = (sys.argv[8] if len(sys.argv) > 8 and sys.argv[8] else
          "{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}")
+data = (sys.argv[9] if len(sys.argv) > 9 and sys.argv[9] else
+        f"{{train_urls: [{text}], tokenizer: {tokenizer}}}")
+extra_plugins = ["--plugin-dir", sys.argv[10]] if len(sys.argv) > 10 else []
 mpirun = shutil.which("mpirun")
 if not mpirun:
     print("skipped: no mpirun (apt-get install openmpi-bin)")
@@ -47,7 +55,7 @@ config = os.path.join(work, "run.yaml")
 with open(config, "w") as f:
     f.write(f"""model: {model}
 optimizer: {{type: adamw, learning_rate: 3e-3, warmup: 4}}
-data: {{train_urls: [{text}], tokenizer: {tokenizer}}}
+data: {data}
 trainer:
   num_train_steps: {STEPS}
   train_batch_size: 8
@@ -63,7 +71,7 @@ trainer:
 
 
 def command(run_id, ranks, *extra):
-    cmd = [bora, "--plugin-dir", plugin_dir, "train", config, f"--trainer.id={run_id}",
+    cmd = [bora, "--plugin-dir", plugin_dir, *extra_plugins, "train", config, f"--trainer.id={run_id}",
            f"--trainer.tracker={{type: jsonl, path: {work}/{run_id}.jsonl}}", *extra]
     # ranks 0: a plain process, no mpirun at all
     return cmd if ranks == 0 else launch + ["-np", str(ranks), "-x", "BORA_NO_PROGRESS",
