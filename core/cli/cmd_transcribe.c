@@ -185,6 +185,7 @@ int bora_cmd_transcribe(const bora_cli *cli)
     int64_t tokens = 0;
     double t0 = bora_now_s();
     for (int i = 0; i < o.n_clips; i++) {
+        ids.n = 0; /* a clip that fails before decoding adds no tokens */
         if (transcribe_clip(tr, mel, features, L.tok, prefix, n_prefix, eot, max_tokens, o.clips[i],
                             &ids, o.print_ids) != BORA_OK) {
             bora_log(BORA_LOG_ERROR, "transcribe: %s", bora_error_get());

@@ -151,9 +151,9 @@ static bora_status each_line(const bora_audio_cache *c, const char *path, const 
         size_t end = nl ? (size_t)(nl - data) : len, a = at, b = end;
         line++;
         at = end + 1;
-        while (a < b && strchr(" \t\r", data[a]))
+        while (a < b && data[a] && strchr(" \t\r", data[a]))
             a++;
-        while (b > a && strchr(" \t\r", data[b - 1]))
+        while (b > a && data[b - 1] && strchr(" \t\r", data[b - 1]))
             b--;
         if (a == b)
             continue;
@@ -453,10 +453,13 @@ static bora_status load_shard(const bora_audio_cache *c, size_t i, shard *sh, ch
     }
     if (!why) {
         uint64_t M = h.n_mels, T = h.frames, n = h.n_examples;
-        if (n > size || h.n_tokens > size || h.n_floats > size || h.msg_len > 255 ||
-            HEADER_BYTES + n * ENTRY_BYTES + pad8(h.n_tokens * 4) + pad8(h.n_floats * 4) +
-                    h.msg_len !=
-                size)
+        if (M != (uint64_t)c->n_mels || T != (uint64_t)c->frames || h.bad > h.records ||
+            n > h.records)
+            why = "its header's sizes are not the cache's (corrupt)";
+        else if (n > size || h.n_tokens > size || h.n_floats > size || h.msg_len > 255 ||
+                 HEADER_BYTES + n * ENTRY_BYTES + pad8(h.n_tokens * 4) + pad8(h.n_floats * 4) +
+                         h.msg_len !=
+                     size)
             why = "its size does not match its header (truncated?)";
         else if (shard_checksum(&h, (const char *)map + HEADER_BYTES, size - HEADER_BYTES) !=
                  h.checksum)

@@ -65,6 +65,7 @@ bora_status bora_transcriber_new(g_store *store, const bora_model_ops *mops, bor
         if (st == BORA_OK)
             t->cached = 1;
         else if (st == BORA_ERR_UNSUPPORTED) {
+            bora_logits_free(&t->prefill); /* the eval graph stands in for both */
             bora_log(BORA_LOG_INFO,
                      "transcribe: model %s has no KV cache (%s); each token runs the whole "
                      "window",
