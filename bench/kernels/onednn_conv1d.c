@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define CHECK(call)                                                                 \
-    do {                                                                            \
-        dnnl_status_t s_ = (call);                                                  \
-        if (s_ != dnnl_success) {                                                   \
-            fprintf(stderr, "onednn_conv1d: %s failed (%d)\n", #call, (int)s_);     \
-            exit(1);                                                                \
-        }                                                                           \
+#define CHECK(call)                                                             \
+    do {                                                                        \
+        dnnl_status_t s_ = (call);                                              \
+        if (s_ != dnnl_success) {                                               \
+            fprintf(stderr, "onednn_conv1d: %s failed (%d)\n", #call, (int)s_); \
+            exit(1);                                                            \
+        }                                                                       \
     } while (0)
 
 static double now_ms(void)
@@ -107,8 +107,8 @@ static void bench(dnnl_engine_t eng, dnnl_stream_t st, int64_t C, int64_t stride
     CHECK(dnnl_memory_desc_init_by_tag(&x, 3, xd, dnnl_f32, any ? dnnl_format_tag_any : dnnl_ncw));
     CHECK(dnnl_memory_desc_init_by_tag(&w, 3, wd, dnnl_f32, any ? dnnl_format_tag_any : dnnl_oiw));
     CHECK(dnnl_memory_desc_init_by_tag(&y, 3, yd, dnnl_f32, any ? dnnl_format_tag_any : dnnl_ncw));
-    printf("conv1d f32 %dx%lldx%d -> %d, K %d stride %lld, %s layouts:\n", B, (long long)C, L, O,
-           K, (long long)stride, any ? "oneDNN's" : "plain (ncw, oiw)");
+    printf("conv1d f32 %dx%lldx%d -> %d, K %d stride %lld, %s layouts:\n", B, (long long)C, L, O, K,
+           (long long)stride, any ? "oneDNN's" : "plain (ncw, oiw)");
     dnnl_convolution_desc_t fd, bdd, bwd;
     CHECK(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
                                              &x, &w, NULL, &y, strides, pad, pad));

@@ -202,8 +202,8 @@ static void check_rows(bora_loader *l, int64_t k, int64_t B, const clip *want, c
                        int32_t eot, int n_prefix)
 {
     int64_t T = MAX_TOKENS, count = 0, want_count = 0;
-    int32_t *in = malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = malloc(sizeof *tg * (size_t)(B * T)),
-            *sg = malloc(sizeof *sg * (size_t)(B * T));
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)(B * T)),
+            *tg = malloc(sizeof *tg * (size_t)(B * T)), *sg = malloc(sizeof *sg * (size_t)(B * T));
     float *feat = malloc(sizeof *feat * (size_t)B * MELS * FRAMES);
     CHECK(bora_loader_rows(l, k, B, 0, B, in, tg, sg, &count) == BORA_OK);
     CHECK(bora_loader_features(l, k, B, 0, B, feat) == BORA_OK);
@@ -244,8 +244,8 @@ static void check_rows(bora_loader *l, int64_t k, int64_t B, const clip *want, c
 static void rows_of(bora_loader *l, int64_t k, int64_t B, const clip *want, int n, int *which)
 {
     int64_t T = MAX_TOKENS, count;
-    int32_t *in = malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = malloc(sizeof *tg * (size_t)(B * T)),
-            *sg = malloc(sizeof *sg * (size_t)(B * T));
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)(B * T)),
+            *tg = malloc(sizeof *tg * (size_t)(B * T)), *sg = malloc(sizeof *sg * (size_t)(B * T));
     CHECK(bora_loader_rows(l, k, B, 0, B, in, tg, sg, &count) == BORA_OK);
     for (int64_t r = 0; r < B; r++) {
         which[r] = -1;
