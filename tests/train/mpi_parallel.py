@@ -24,6 +24,7 @@ for plugins too (a test model's).
 usage: mpi_parallel.py MODE BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL [DATA
                        [EXTRA_PLUGIN_DIR]]]]
 """
+import fcntl
 import json
 import os
 import shutil
@@ -129,6 +130,21 @@ def rank_pids(run_id, rank):
     return pids
 
 
+def lock_free(run_id):
+    """Whether no process holds run_id's run directory lock (a dying rank may, for a moment)."""
+    try:
+        fd = os.open(f"{work}/ckpt/{run_id}/.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing it lets the lock go
+
+
 def hit_rank(run_id, ranks, marker, sig, timeout_env=None):
     """Start run_id on `ranks` ranks, send sig to rank 1 when rank 0 prints marker; the
     output and how long mpirun took to end after the signal."""
@@ -163,10 +179,11 @@ def hit_rank(run_id, ranks, marker, sig, timeout_env=None):
     waited = time.monotonic() - hit
     for pid in rank_pids(run_id, 1):  # a stopped rank that outlived the others
         os.kill(pid, signal.SIGKILL)
-    # mpirun may return while the launcher's last SIGKILL to a rank is still on its way: the
-    # next start must not find that rank holding the run's lock
+    # mpirun may return while the launcher's last SIGKILL to a rank is still on its way, and a
+    # rank that is exiting has no environment left to find it by while it still holds its files
+    # open: the next start must not find a dying rank holding the run's lock
     for _ in range(300):
-        if not rank_pids(run_id, 0) + rank_pids(run_id, 1):
+        if not rank_pids(run_id, 0) + rank_pids(run_id, 1) and lock_free(run_id):
             break
         time.sleep(0.1)
     else:
