@@ -13,6 +13,7 @@
 #include "../config/schema.h"
 #include "../data/loader.h"
 #include "../data/tokenizer.h"
+#include "../eval/logits.h"
 #include "../graph/graph.h"
 #include "../train/inputs.h"
 #include "../util/log.h"
@@ -76,63 +77,6 @@ static int parse_opts(const bora_cli *cli, viz_opts *o)
         return 2;
     }
     return 0;
-}
-
-/* The eval graph (batch 1): its (position, vocab) f32 logits and how to index them. */
-typedef struct logits_graph {
-    g_graph *g;
-    int64_t T, V, sT, sV, offset, base_elems;
-    float *base; /* the output's whole base, read after each run */
-} logits_graph;
-
-static bora_status build_eval(g_store *store, const bora_model_ops *mops, bora_model *model,
-                              logits_graph *o)
-{
-    o->g = g_graph_new(store, BORA_MODE_EVAL);
-    if (!o->g)
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
-    bora_tensor *t = NULL;
-    bora_status st = mops->build(model, &o->g->pub, BORA_MODE_EVAL, &t);
-    if (st != BORA_OK)
-        return st;
-    if (bora_inputs_check(o->g, BORA_MODE_EVAL, NULL) != BORA_OK)
-        return BORA_ERR_INVALID;
-    o->g->output = t;
-    return g_finalize(o->g) == BORA_OK ? BORA_OK : bora_error_set(o->g->status, "%s", o->g->error);
-}
-
-/* After the store is allocated: the output's layout, and room to read it. */
-static bora_status logits_layout(logits_graph *o, const char *model)
-{
-    const gval *lv = o->g->output;
-    int64_t elems = 1;
-    for (int i = 0; i < lv->ndim; i++) {
-        elems *= lv->dims[i];
-        if (!strcmp(lv->names[i], "position"))
-            o->T = lv->dims[i], o->sT = lv->strides[i];
-        if (!strcmp(lv->names[i], "vocab"))
-            o->V = lv->dims[i], o->sV = lv->strides[i];
-    }
-    if (o->T < 1 || o->V < 1 || elems != o->T * o->V || lv->dtype != BORA_DTYPE_F32)
-        return bora_error_set(BORA_ERR_INVALID,
-                              "model %s's eval graph gives no f32 (position, vocab) logits", model);
-    o->offset = lv->offset;
-    o->base_elems = 1;
-    for (int i = 0; i < lv->base->ndim; i++) {
-        if (lv->base->dims[i] > 0 && o->base_elems > INT64_MAX / 4 / lv->base->dims[i])
-            return bora_error_set(BORA_ERR_INVALID, "model %s's logits are too large to read",
-                                  model);
-        o->base_elems *= lv->base->dims[i];
-    }
-    if (!(o->base = malloc(sizeof(float) * (size_t)o->base_elems)))
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory (%lld logits)",
-                              (long long)o->base_elems);
-    return BORA_OK;
-}
-
-static float logit_at(const logits_graph *o, int64_t t, int64_t v)
-{
-    return o->base[o->offset + t * o->sT + v * o->sV];
 }
 
 /* Text as HTML (attr: inside a double-quoted attribute too): & < > " ' escaped, a byte that does
@@ -236,7 +180,7 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
     bora_model *model = NULL;
     const bora_model_ops *mops = NULL;
     g_store *store = NULL;
-    logits_graph lg = {0};
+    bora_logits lg = {0};
     bora_tokenizer *tok = NULL;
     bora_loader *loader = NULL;
     int32_t *ids = NULL, *targets = NULL, *segs = NULL, *shown = NULL;
@@ -292,8 +236,9 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
         goto out;
     }
     g_store_backend_abi(store, be_entry->file->abi_minor);
-    if (build_eval(store, mops, model, &lg) != BORA_OK || g_store_materialize(store) != BORA_OK ||
-        bora_ckpt_load_model(store, dir) != BORA_OK || logits_layout(&lg, me->ops->name)) {
+    if (bora_logits_build(store, mops, model, me->ops->name, BORA_MODE_EVAL, &lg) != BORA_OK ||
+        g_store_materialize(store) != BORA_OK || bora_ckpt_load_model(store, dir) != BORA_OK ||
+        bora_logits_layout(&lg, me->ops->name) != BORA_OK) {
         bora_log(BORA_LOG_ERROR, "viz-logprobs: %s", bora_error_get());
         goto out;
     }
@@ -348,10 +293,8 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
             st = g_set_input(lg.g, "input_ids", in, bytes);
         if (st == BORA_OK && bora_inputs_reads(lg.g, "segment_ids"))
             st = g_set_input(lg.g, "segment_ids", sg, bytes);
-        if (st == BORA_OK && g_run(lg.g) != BORA_OK)
-            st = bora_error_set(BORA_ERR_DEVICE, "%s", lg.g->error);
         if (st == BORA_OK)
-            st = g_read(lg.g, lg.g->output->base, lg.base, sizeof(float) * (size_t)lg.base_elems);
+            st = bora_logits_run_all(&lg);
         if (st != BORA_OK) {
             bora_log(BORA_LOG_ERROR, "viz-logprobs: window %lld: %s", (long long)w,
                      bora_error_get());
@@ -364,7 +307,7 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
             float *top_v = alt_lp[at];
             int n_top = 0;
             for (int64_t v = 0; v < V; v++) {
-                float x = logit_at(&lg, t, v);
+                float x = bora_logits_at(&lg, t, v);
                 mx = fmax(mx, x);
                 /* insertion into the TOP_K largest, kept in descending order */
                 if (n_top < TOP_K || x > top_v[n_top - 1]) {
@@ -377,7 +320,7 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
                 }
             }
             for (int64_t v = 0; v < V; v++)
-                z += exp((double)logit_at(&lg, t, v) - mx);
+                z += exp((double)bora_logits_at(&lg, t, v) - mx);
             double lse = mx + log(z);
             for (int k = 0; k < n_top; k++)
                 top_v[k] = (float)(top_v[k] - lse);
@@ -385,7 +328,7 @@ int bora_cmd_viz_logprobs(const bora_cli *cli)
                 top[k] = -1;
             lps[at] = NAN;
             if (tg[t] >= 0 && tg[t] < V) {
-                lps[at] = logit_at(&lg, t, tg[t]) - lse;
+                lps[at] = bora_logits_at(&lg, t, tg[t]) - lse;
                 sum += lps[at];
                 predicted++;
             }
@@ -498,8 +441,7 @@ out:
     free(shown);
     bora_loader_free(loader);
     bora_tokenizer_free(tok);
-    free(lg.base);
-    g_graph_free(lg.g);
+    bora_logits_free(&lg);
     g_store_free(store);
     if (model)
         mops->destroy(model);

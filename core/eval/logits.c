@@ -4,6 +4,7 @@
 #include "../train/inputs.h"
 #include "../util/log.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,11 +43,26 @@ bora_status bora_logits_layout(bora_logits *o, const char *model_name)
                               "model %s's graph for mode %d gives no f32 (position, vocab) logits",
                               model_name, o->g->mode);
     o->base_elems = 1;
-    for (int i = 0; i < o->lb->ndim; i++)
+    for (int i = 0; i < o->lb->ndim; i++) {
+        if (o->lb->dims[i] > 0 && o->base_elems > INT64_MAX / 4 / o->lb->dims[i])
+            return bora_error_set(BORA_ERR_INVALID, "model %s's logits are too large to read",
+                                  model_name);
         o->base_elems *= o->lb->dims[i];
+    }
     if (o->sV != 1 && !(o->all = malloc(sizeof(float) * (size_t)o->base_elems)))
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory (%lld logits)",
+                              (long long)o->base_elems);
     return BORA_OK;
+}
+
+bora_status bora_logits_run_all(bora_logits *o)
+{
+    if (!o->all && !(o->all = malloc(sizeof(float) * (size_t)o->base_elems)))
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory (%lld logits)",
+                              (long long)o->base_elems);
+    if (g_run(o->g) != BORA_OK)
+        return bora_error_set(BORA_ERR_DEVICE, "%s", o->g->error);
+    return g_read(o->g, o->lb, o->all, sizeof(float) * (size_t)o->base_elems);
 }
 
 bora_status bora_logits_run_row(bora_logits *o, int64_t t, float *row)

@@ -1,6 +1,6 @@
 /* core/eval/logits.h — a graph whose output is one sequence's logits, (batch 1, position, vocab)
- * f32, and reading one position's row of them: what bora generate and greedy transcription
- * share to run a model's eval, prefill and decode graphs. */
+ * f32, and reading one position's row of them or all of them: what bora generate, greedy
+ * transcription and viz-logprobs share to run a model's eval, prefill and decode graphs. */
 #ifndef BORA_CORE_LOGITS_H
 #define BORA_CORE_LOGITS_H
 
@@ -25,6 +25,12 @@ bora_status bora_logits_build(g_store *store, const bora_model_ops *mops, bora_m
 bora_status bora_logits_layout(bora_logits *o, const char *model_name);
 /* Run the graph (its inputs set) and read the logits at position t into row (V floats). */
 bora_status bora_logits_run_row(bora_logits *o, int64_t t, float *row);
+/* Run the graph (its inputs set) and read all its logits; then bora_logits_at reads any. */
+bora_status bora_logits_run_all(bora_logits *o);
+static inline float bora_logits_at(const bora_logits *o, int64_t t, int64_t v)
+{
+    return o->all[o->lv->offset + t * o->sT + v * o->sV];
+}
 void bora_logits_free(bora_logits *o);
 
 #endif
