@@ -5,6 +5,7 @@
 #include "../util/log.h"
 #include "../util/str.h"
 #include "audio/audio.h"
+#include "cache_dir.h"
 #include "loader.h"
 #include "records.h"
 #include "source.h"
@@ -638,25 +639,6 @@ static bora_status reuse_shard(bora_audio_cache *c, size_t i, int *taken)
 
 /* ---- meta.json, the ledger and the workers ------------------------------------------------ */
 
-static bora_status write_json_atomic(const char *dir, const char *name, json_object *o)
-{
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 &&
-             fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        bora_status st = bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
-        unlink(tmp);
-        return st;
-    }
-    return BORA_OK;
-}
-
 static void add_hex(json_object *o, const char *key, uint64_t v)
 {
     char hex[32];
@@ -709,7 +691,7 @@ static bora_status write_ledger(bora_audio_cache *c)
     json_object_object_add(o, "shards", a);
     json_object_object_add(o, "clips", json_object_new_int64(c->examples));
     add_hex(o, "digest", bora_audio_cache_digest(c));
-    bora_status st = write_json_atomic(c->dir, "ledger.json", o);
+    bora_status st = bora_cache_dir_write_json(c->dir, "ledger.json", o);
     json_object_put(o);
     return st;
 }
@@ -767,10 +749,7 @@ static void complete(bora_audio_cache *c)
 static void *worker(void *arg)
 {
     bora_audio_cache *c = arg;
-    /* idle priority: the training step's threads come first */
-    struct sched_param sp = {0};
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    bora_cache_builder_idle();
     for (;;) {
         pthread_mutex_lock(&c->mu);
         while (c->next < c->n && c->shards[c->next].done)
@@ -804,42 +783,6 @@ static void *worker(void *arg)
 
 /* ---- opening ------------------------------------------------------------------------------ */
 
-static bora_status mkdirs(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p && *p != '/')
-            continue;
-        char was = *p;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return bora_error_set(BORA_ERR_IO, "%s: %s", buf, strerror(errno));
-        if (!(*p = was))
-            return BORA_OK;
-    }
-}
-
-/* Remove the temporary files of dir, and with all its shards, ledger and meta too. */
-static void clean_dir(const char *dir, int all)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int tmp = strstr(e->d_name, ".tmp.") != NULL;
-        int ours = !strncmp(e->d_name, "shard-", 6) || !strcmp(e->d_name, "ledger.json") ||
-                   !strcmp(e->d_name, "meta.json");
-        if (tmp || (all && ours)) {
-            char path[4400];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    }
-    closedir(d);
-}
-
 /* meta.json: a directory made for another key is refused, or emptied with rebuild. */
 static bora_status check_meta(bora_audio_cache *c)
 {
@@ -866,10 +809,10 @@ static bora_status check_meta(bora_audio_cache *c)
                                   c->dir, why);
         bora_log(BORA_LOG_INFO, "data: rebuilding the audio cache in %s, built for %s", c->dir,
                  why);
-        clean_dir(c->dir, 1);
+        bora_cache_dir_clean(c->dir, 1);
     }
     json_object *o = identity_json(c);
-    bora_status st = write_json_atomic(c->dir, "meta.json", o);
+    bora_status st = bora_cache_dir_write_json(c->dir, "meta.json", o);
     json_object_put(o);
     return st;
 }
@@ -984,36 +927,16 @@ bora_status bora_audio_cache_open(const bora_audio_cache_opts *o, bora_audio_cac
     c->identity = identity_of(c);
     if (st == BORA_OK)
         st = list_manifests(c, o);
-    if (st == BORA_OK) {
-        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-        if (o->dir && *o->dir)
-            snprintf(c->dir, sizeof c->dir, "%s", o->dir);
-        else if (xdg && *xdg)
-            snprintf(c->dir, sizeof c->dir, "%s/bora/audio/%016llx", xdg,
-                     (unsigned long long)c->key);
-        else
-            snprintf(c->dir, sizeof c->dir, "%s/.cache/bora/audio/%016llx",
-                     home && *home ? home : "/tmp", (unsigned long long)c->key);
-        st = mkdirs(c->dir);
-    }
+    if (st == BORA_OK)
+        st = bora_cache_dir_make(o->dir, "audio", c->key, c->dir, sizeof c->dir);
     /* One builder per directory: wait for another process that holds it. */
     if (st == BORA_OK) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/lock", c->dir);
-        c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (c->lock_fd < 0)
-            st = bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
-        else if (flock(c->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-            bora_log(BORA_LOG_INFO, "data: waiting for another bora building the cache in %s",
-                     c->dir);
-            while (flock(c->lock_fd, LOCK_EX) != 0 && errno == EINTR)
-                ;
-        }
+        st = bora_cache_dir_lock(c->dir, &c->lock_fd);
     }
     if (st == BORA_OK)
         st = check_meta(c);
     if (st == BORA_OK)
-        clean_dir(c->dir, 0);
+        bora_cache_dir_clean(c->dir, 0);
     for (size_t i = 0; i < c->n && st == BORA_OK; i++) {
         int taken = 0;
         if ((st = reuse_shard(c, i, &taken)) != BORA_OK || !taken)

@@ -4,6 +4,7 @@
 
 #include "../util/log.h"
 #include "../util/str.h"
+#include "cache_dir.h"
 #include "loader.h"
 #include "records.h"
 #include "source.h"
@@ -354,25 +355,6 @@ static bora_status build_shard(bora_cache *c, size_t i, shard *out)
 
 /* ---- the ledger and the prefix -------------------------------------------------------------- */
 
-static bora_status write_json_atomic(const char *dir, const char *name, json_object *o)
-{
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 &&
-             fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        bora_status st = bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
-        unlink(tmp);
-        return st;
-    }
-    return BORA_OK;
-}
-
 static json_object *sources_json(const bora_cache *c)
 {
     json_object *a = json_object_new_array();
@@ -430,7 +412,7 @@ static bora_status write_ledger(bora_cache *c)
     char hex[32];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->digest);
     json_object_object_add(o, "token_digest", json_object_new_string(hex));
-    bora_status st = write_json_atomic(c->dir, "ledger.json", o);
+    bora_status st = bora_cache_dir_write_json(c->dir, "ledger.json", o);
     json_object_put(o);
     return st;
 }
@@ -488,10 +470,7 @@ static void advance(bora_cache *c)
 static void *worker(void *arg)
 {
     bora_cache *c = arg;
-    /* idle priority: the training step's threads come first */
-    struct sched_param sp = {0};
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    bora_cache_builder_idle();
     for (;;) {
         pthread_mutex_lock(&c->mu);
         while (c->next < c->n && c->shards[c->next].done)
@@ -524,42 +503,6 @@ static void *worker(void *arg)
 }
 
 /* ---- opening ------------------------------------------------------------------------------- */
-
-static bora_status mkdirs(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return bora_error_set(BORA_ERR_IO, "%s: %s", buf, strerror(errno));
-            *p = '/';
-        }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return bora_error_set(BORA_ERR_IO, "%s: %s", buf, strerror(errno));
-    return BORA_OK;
-}
-
-/* Remove the shards, temporary files, ledger and meta of dir (all = 0: temporaries only). */
-static void clean_dir(const char *dir, int all)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int tmp = strstr(e->d_name, ".tmp.") != NULL;
-        int ours = !strncmp(e->d_name, "shard-", 6) || !strcmp(e->d_name, "ledger.json") ||
-                   !strcmp(e->d_name, "meta.json");
-        if (tmp || (all && ours)) {
-            char path[4400];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    }
-    closedir(d);
-}
 
 /* meta.json: what the directory was made for. Another tokenizer, text_key or list of sources is
  * refused (or the directory emptied when rebuild is set). The same list with new modification
@@ -643,7 +586,7 @@ static bora_status check_meta(bora_cache *c, int rebuild)
                                   c->dir, why);
         bora_log(BORA_LOG_INFO, "data: rebuilding the cache in %s%s%s", c->dir,
                  *why ? ", built for " : "", why);
-        clean_dir(c->dir, 1);
+        bora_cache_dir_clean(c->dir, 1);
         for (size_t i = 0; i < c->n; i++)
             c->shards[i].recheck = 0;
     } else {
@@ -655,7 +598,7 @@ static bora_status check_meta(bora_cache *c, int rebuild)
         return BORA_OK;
     }
     json_object *o = identity_json(c);
-    bora_status st = write_json_atomic(c->dir, "meta.json", o);
+    bora_status st = bora_cache_dir_write_json(c->dir, "meta.json", o);
     json_object_put(o);
     return st;
 }
@@ -806,38 +749,16 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
     }
     bora_paths_free(&files);
     c->key = key;
-    if (st == BORA_OK) {
-        if (o->dir && *o->dir) {
-            snprintf(c->dir, sizeof c->dir, "%s", o->dir);
-        } else {
-            const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-            if (xdg && *xdg)
-                snprintf(c->dir, sizeof c->dir, "%s/bora/tokens/%016llx", xdg,
-                         (unsigned long long)key);
-            else
-                snprintf(c->dir, sizeof c->dir, "%s/.cache/bora/tokens/%016llx",
-                         home && *home ? home : "/tmp", (unsigned long long)key);
-        }
-        st = mkdirs(c->dir);
-    }
+    if (st == BORA_OK)
+        st = bora_cache_dir_make(o->dir, "tokens", key, c->dir, sizeof c->dir);
     /* One builder per directory: wait for another process that holds it. */
     if (st == BORA_OK) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/lock", c->dir);
-        c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (c->lock_fd < 0)
-            st = bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
-        else if (flock(c->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-            bora_log(BORA_LOG_INFO, "data: waiting for another bora building the cache in %s",
-                     c->dir);
-            while (flock(c->lock_fd, LOCK_EX) != 0 && errno == EINTR)
-                ;
-        }
+        st = bora_cache_dir_lock(c->dir, &c->lock_fd);
     }
     if (st == BORA_OK)
         st = check_meta(c, o->rebuild);
     if (st == BORA_OK)
-        clean_dir(c->dir, 0);
+        bora_cache_dir_clean(c->dir, 0);
     /* Finished shards are reused. */
     for (size_t i = 0; i < c->n && st == BORA_OK; i++) {
         int taken = 0;
@@ -851,7 +772,7 @@ bora_status bora_cache_open(const bora_cache_opts *o, bora_cache **out)
     }
     if (st == BORA_OK && c->meta_pending) {
         json_object *id = identity_json(c);
-        st = write_json_atomic(c->dir, "meta.json", id);
+        st = bora_cache_dir_write_json(c->dir, "meta.json", id);
         json_object_put(id);
     }
     if (st == BORA_OK) {
