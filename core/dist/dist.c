@@ -101,6 +101,15 @@ bora_status bora_dist_init(void)
     if (rc != MPI_SUCCESS)
         return bora_error_set(BORA_ERR_IO, "MPI_Init failed (launched by %s=%s)", var, getenv(var));
     g_dist.mpi = 1;
+    if (provided < MPI_THREAD_FUNNELED) {
+        MPI_Finalize();
+        g_dist.mpi = 0;
+        return bora_error_set(BORA_ERR_UNSUPPORTED,
+                              "this MPI library gives thread level %d, below MPI_THREAD_FUNNELED: "
+                              "bora's threads (OpenMP, the data builders) run beside MPI calls "
+                              "made by one thread; use an MPI built with thread support",
+                              provided);
+    }
     /* errors come back as codes (a peer that died), not as the default abort */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_dist.rank);
@@ -200,6 +209,12 @@ static bora_status wait_all(reqs *q, const char *what, double timeout_s)
                                 "rank %d: no answer from rank %s in %s after %.0f s "
                                 "(BORA_DIST_TIMEOUT_S); ending the run",
                                 g_dist.rank, who, what, timeout_s);
+            /* the caller frees the buffers: MPI must not write to them later */
+            for (int i = 0; i < q->n; i++)
+                if (q->r[i] != MPI_REQUEST_NULL) {
+                    MPI_Cancel(&q->r[i]);
+                    MPI_Request_free(&q->r[i]);
+                }
             break;
         }
         /* MPI moves large messages only while both sides are in its calls: poll without pause

@@ -165,6 +165,12 @@ static bora_status wait_all(bora_backend *b, msgs *m, const char *what)
                             "rank %d: no answer from rank %s in %s after %.0f s "
                             "(BORA_DIST_TIMEOUT_S); ending the run",
                             b->rank, who, what, b->timeout_s);
+            /* the caller frees the buffers: MPI must not write to them later */
+            for (int i = 0; i < m->n; i++)
+                if (m->r[i] != MPI_REQUEST_NULL) {
+                    MPI_Cancel(&m->r[i]);
+                    MPI_Request_free(&m->r[i]);
+                }
             break;
         }
         /* MPI moves large messages only while both sides are in its calls: poll without pause
