@@ -21,6 +21,7 @@
  * usage: model_dump PLUGIN_DIR CASE [--window W] [--cache-only | --hvp] */
 #include "ckpt/safetensors.h"
 #include "config/config.h"
+#include "dump_run.h"
 #include "graph/graph.h"
 #include "hvp_dump.h"
 #include "plugin/registry.h"
@@ -32,11 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(const char *what)
-{
-    fprintf(stderr, "model_dump: %s: %s\n", what, bora_error_get());
-    return 1;
-}
+const char *dump_prog = "model_dump";
 
 static char *slurp(const char *path, size_t *len)
 {
@@ -57,15 +54,6 @@ static char *slurp(const char *path, size_t *len)
     *len = (size_t)n;
     return s;
 }
-
-typedef struct run {
-    const bora_model_ops *mops;
-    const bora_backend_ops *bops;
-    bora_model *m;
-    bora_backend *backend;
-    g_store *store;
-    bora_cfg *cfg;
-} run;
 
 /* Hugging Face model_type names that differ from the bora type of the same model. */
 static const struct {
@@ -104,7 +92,7 @@ static bora_cfg *load_config(const char *path, const char *json, int64_t T, cons
     snprintf(text + n, cap - (size_t)n, "%s", open_brace + 1);
     bora_cfg *cfg = bora_cfg_new();
     if (bora_cfg_load_string(cfg, path, text, strlen(text))) {
-        fail(path);
+        dump_fail(path);
         bora_cfg_free(cfg);
         cfg = NULL;
     }
@@ -126,14 +114,15 @@ static const char *model_type(bora_cfg *cfg)
 
 /* The model of config.json with seq_len T and, with window > 0, the type's WINDOW_KEYS; 2 when
  * the type has none. */
-static int make_model(const bora_registry *reg, const char *dir, int64_t T, int64_t window, run *r)
+static int make_model(const bora_registry *reg, const char *dir, int64_t T, int64_t window,
+                      dump_run *r)
 {
     char path[4096];
     size_t len;
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *json = slurp(path, &len);
     if (!json)
-        return fail(path);
+        return dump_fail(path);
     r->cfg = load_config(path, json, T, NULL, 0);
     const char *type = model_type(r->cfg);
     const window_keys *keys = NULL;
@@ -167,60 +156,18 @@ static int make_model(const bora_registry *reg, const char *dir, int64_t T, int6
     r->bops = (const bora_backend_ops *)be->ops;
     if (r->mops->create(&me->file->host, bora_cfg_root(r->cfg), &r->m) ||
         r->bops->create(&be->file->host, NULL, &r->backend))
-        return fail("create");
+        return dump_fail("create");
     if (bora_cfg_check_unread(r->cfg)) /* a key the model did not read would be ignored */
-        return fail(path);
+        return dump_fail(path);
     r->store = g_store_new(r->bops, r->backend, "cpu", 7);
     return 0;
-}
-
-static int load_weights(g_store *store, const char *dir)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    bora_safetensors *st;
-    if (bora_st_open(path, &st))
-        return fail(path);
-    for (size_t i = 0; i < store->n_slots; i++) {
-        const g_slot *s = &store->slots[i];
-        const bora_st_tensor *t = bora_st_find(st, s->name);
-        if (!t || t->dtype != BORA_DTYPE_F32 || t->ndim != s->ndim ||
-            memcmp(t->shape, s->dims, sizeof(int64_t) * (size_t)s->ndim)) {
-            fprintf(stderr, "model_dump: %s: tensor %s is missing or not f32 of bora's shape\n",
-                    path, s->name);
-            return 1;
-        }
-        if (bora_st_read(st, t, store->param_ptr + s->offset, s->nbytes))
-            return fail(path);
-    }
-    if (st->n_tensors != store->n_slots) {
-        fprintf(stderr, "model_dump: %s has %zu tensors, the model %zu\n", path, st->n_tensors,
-                store->n_slots);
-        return 1;
-    }
-    bora_st_close(st);
-    return 0;
-}
-
-static g_graph *build(run *r, int mode, int64_t B, bora_tensor **out)
-{
-    g_graph *g = g_graph_new(r->store, mode);
-    g->batch = B;
-    if (r->mops->build(r->m, &g->pub, mode, out)) {
-        fail("build");
-        return NULL;
-    }
-    if ((*out)->base != *out)
-        *out = g->pub.api->contiguous(&g->pub, *out);
-    g->output = *out;
-    return g;
 }
 
 /* Prefill + decode against eval on ids (B, T): the largest difference of the logits. */
 static int check_cache(const bora_registry *reg, const char *dir, int64_t window,
                        const int32_t *ids, int64_t B, int64_t T, int64_t V)
 {
-    run r = {0};
+    dump_run r = {0};
     int rc = make_model(reg, dir, T, window, &r);
     if (rc) {
         if (rc == 2)
@@ -230,12 +177,12 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
         return rc == 2 ? 0 : rc;
     }
     bora_tensor *lo_e, *lo_p, *lo_d;
-    g_graph *eval = build(&r, BORA_MODE_EVAL, B, &lo_e),
-            *prefill = build(&r, BORA_MODE_PREFILL, B, &lo_p),
-            *decode = build(&r, BORA_MODE_DECODE, B, &lo_d);
+    g_graph *eval = dump_build(&r, BORA_MODE_EVAL, B, NULL, &lo_e),
+            *prefill = dump_build(&r, BORA_MODE_PREFILL, B, NULL, &lo_p),
+            *decode = dump_build(&r, BORA_MODE_DECODE, B, NULL, &lo_d);
     if (!eval || !prefill || !decode || g_finalize(eval) || g_finalize(prefill) ||
-        g_finalize(decode) || g_store_materialize(r.store) || load_weights(r.store, dir))
-        return fail("cache graphs");
+        g_finalize(decode) || g_store_materialize(r.store) || dump_load_weights(r.store, dir))
+        return dump_fail("cache graphs");
     size_t nl = (size_t)(B * T * V);
     float *full = malloc(sizeof(float) * nl), *pre = malloc(sizeof(float) * nl),
           *one = malloc(sizeof(float) * (size_t)(B * V));
@@ -244,7 +191,7 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
     if (g_set_input(eval, "input_ids", ids, sizeof(int32_t) * (size_t)(B * T)) ||
         g_set_input(eval, "segment_ids", seg, sizeof(int32_t) * (size_t)(B * T)) || g_run(eval) ||
         g_read(eval, lo_e, full, sizeof(float) * nl))
-        return fail("eval");
+        return dump_fail("eval");
     int64_t starts[3] = {1, 5, T - 2};
     double worst = 0;
     for (int s = 0; s < 3; s++) {
@@ -258,7 +205,7 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
             (bora_inputs_reads(prefill, "key_length") &&
              g_set_input(prefill, "key_length", &held, sizeof held)) ||
             g_run(prefill) || g_read(prefill, lo_p, pre, sizeof(float) * nl))
-            return fail("prefill");
+            return dump_fail("prefill");
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < n; t++)
                 for (int64_t v = 0; v < V; v++) {
@@ -273,7 +220,7 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
                 g_set_input(decode, "position", &p, sizeof p) ||
                 g_set_input(decode, "key_length", &len, sizeof len) || g_run(decode) ||
                 g_read(decode, lo_d, one, sizeof(float) * (size_t)(B * V)))
-                return fail("decode");
+                return dump_fail("decode");
             for (int64_t b = 0; b < B; b++)
                 for (int64_t v = 0; v < V; v++) {
                     double d = fabs(one[b * V + v] - full[(b * T + t) * V + v]);
@@ -293,10 +240,7 @@ static int check_cache(const bora_registry *reg, const char *dir, int64_t window
     g_graph_free(eval);
     g_graph_free(prefill);
     g_graph_free(decode);
-    g_store_free(r.store);
-    r.mops->destroy(r.m);
-    r.bops->destroy(r.backend);
-    bora_cfg_free(r.cfg);
+    dump_close(&r);
     if (!(worst < 1e-4)) {
         fprintf(stderr,
                 "model_dump: FAIL: the KV cache's logits differ from the window's by "
@@ -330,13 +274,13 @@ int main(int argc, char **argv)
     }
     bora_registry *reg = bora_registry_new();
     if (bora_registry_add_dir(reg, argv[1], 1))
-        return fail("plugins");
+        return dump_fail("plugins");
     bora_registry_load(reg);
     char path[4096];
     snprintf(path, sizeof path, "%s/inputs.safetensors", dir);
     bora_safetensors *in;
     if (bora_st_open(path, &in))
-        return fail(path);
+        return dump_fail(path);
     const bora_st_tensor *ti = bora_st_find(in, "input_ids"), *tt = bora_st_find(in, "targets"),
                          *ts = bora_st_find(in, "segment_ids");
     if (!ti || !tt || ti->ndim != 2 || ti->dtype != tt->dtype ||
@@ -355,27 +299,27 @@ int main(int argc, char **argv)
             continue;
         int w = src[k]->dtype == BORA_DTYPE_I64 ? 8 : 4;
         if (bora_st_read(in, src[k], w == 8 ? (void *)wide : (void *)dst[k], w * cells))
-            return fail(path);
+            return dump_fail(path);
         for (size_t i = 0; w == 8 && i < cells; i++)
             dst[k][i] = (int32_t)wide[i];
     }
     bora_st_close(in);
 
-    run r = {0};
+    dump_run r = {0};
     if (make_model(reg, dir, T, 0, &r))
         return 1;
     int64_t V = 0;
     bora_cfg_int(bora_cfg_root(r.cfg), "vocab_size", 0, &V);
     if (!cache_only) {
         bora_tensor *loss, *logits;
-        g_graph *train = build(&r, BORA_MODE_TRAIN, B, &loss),
-                *eval = build(&r, BORA_MODE_EVAL, B, &logits);
+        g_graph *train = dump_build(&r, BORA_MODE_TRAIN, B, NULL, &loss),
+                *eval = dump_build(&r, BORA_MODE_EVAL, B, NULL, &logits);
         g_graph *hess = hvp ? hvp_graph(r.mops, r.m, r.store, B) : NULL;
         if (hvp && !hess)
             return 1;
         if (!train || !eval || g_autodiff(train, loss) || g_finalize(train) || g_finalize(eval) ||
-            g_store_materialize(r.store) || load_weights(r.store, dir))
-            return fail("graphs");
+            g_store_materialize(r.store) || dump_load_weights(r.store, dir))
+            return dump_fail("graphs");
         float loss_sum, *lg = malloc(sizeof(float) * cells * (size_t)V);
         if (g_set_input(train, "input_ids", ids, 4 * cells) ||
             g_set_input(train, "targets", targets, 4 * cells) ||
@@ -384,43 +328,21 @@ int main(int argc, char **argv)
             g_set_input(eval, "input_ids", ids, 4 * cells) ||
             g_set_input(eval, "segment_ids", seg, 4 * cells) || g_run(eval) ||
             g_read(eval, logits, lg, sizeof(float) * cells * (size_t)V))
-            return fail("run");
-        g_store *store = r.store;
-        size_t n = store->n_slots;
-        bora_st_entry *outs = calloc(n + 2, sizeof *outs);
-        char **gnames = calloc(n, sizeof *gnames);
-        for (size_t i = 0; i < n; i++) {
-            const g_slot *s = &store->slots[i];
-            gnames[i] = malloc(strlen(s->name) + 6);
-            sprintf(gnames[i], "grad.%s", s->name);
-            outs[i + 2] =
-                (bora_st_entry){gnames[i], s->dtype, s->ndim, s->dims, store->grad_ptr + s->offset};
-        }
-        int64_t lshape[3] = {B, T, V};
-        outs[0] = (bora_st_entry){"logits", BORA_DTYPE_F32, 3, lshape, lg};
-        outs[1] = (bora_st_entry){"loss_sum", BORA_DTYPE_F32, 0, NULL, &loss_sum};
-        snprintf(path, sizeof path, "%s/outputs.safetensors", dir);
-        if (bora_st_write(path, outs, n + 2, NULL, 0))
-            return fail(path);
+            return dump_fail("run");
+        if (dump_write_outputs(r.store, dir, lg, B, T, V, loss_sum))
+            return 1;
         if (hess &&
             (g_set_input(hess, "input_ids", ids, 4 * cells) ||
              g_set_input(hess, "targets", targets, 4 * cells) ||
              g_set_input(hess, "segment_ids", seg, 4 * cells) || hvp_run_and_write(hess, dir)))
-            return fail("hvp");
-        printf("model_dump: %s: %zu parameters, loss sum %.6f\n", dir, n, loss_sum);
-        for (size_t i = 0; i < n; i++)
-            free(gnames[i]);
-        free(gnames);
-        free(outs);
+            return dump_fail("hvp");
+        printf("model_dump: %s: %zu parameters, loss sum %.6f\n", dir, r.store->n_slots, loss_sum);
         free(lg);
         g_graph_free(train);
         g_graph_free(eval);
         g_graph_free(hess);
     }
-    g_store_free(r.store);
-    r.mops->destroy(r.m);
-    r.bops->destroy(r.backend);
-    bora_cfg_free(r.cfg);
+    dump_close(&r);
     int rc = hvp ? 0 : check_cache(reg, dir, 0, ids, B, T, V);
     if (!rc && window > 0)
         rc = check_cache(reg, dir, window, ids, B, T, V);

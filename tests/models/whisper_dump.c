@@ -19,6 +19,7 @@
  *        whisper_dump PLUGIN_DIR --sinusoids OUT */
 #include "ckpt/safetensors.h"
 #include "config/config.h"
+#include "dump_run.h"
 #include "graph/graph.h"
 #include "plugin/registry.h"
 #include "train/inputs.h"
@@ -29,28 +30,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(const char *what)
-{
-    fprintf(stderr, "whisper_dump: %s: %s\n", what, bora_error_get());
-    return 1;
-}
+const char *dump_prog = "whisper_dump";
 
-typedef struct run {
-    const bora_model_ops *mops;
-    const bora_backend_ops *bops;
-    bora_model *m;
-    bora_backend *backend;
-    g_store *store;
-    bora_cfg *cfg;
-} run;
-
-static int open_run(const bora_registry *reg, const char *dir, run *r)
+static int open_run(const bora_registry *reg, const char *dir, dump_run *r)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     r->cfg = bora_cfg_new();
     if (bora_cfg_load_file(r->cfg, path))
-        return fail(path);
+        return dump_fail(path);
     const char *type = NULL;
     bora_cfg_string(bora_cfg_root(r->cfg), "model_type", NULL, &type);
     const bora_entry *me = bora_registry_find(reg, BORA_KIND_MODEL, "whisper");
@@ -66,65 +54,11 @@ static int open_run(const bora_registry *reg, const char *dir, run *r)
     r->bops = (const bora_backend_ops *)be->ops;
     if (r->mops->create(&me->file->host, bora_cfg_root(r->cfg), &r->m) ||
         r->bops->create(&be->file->host, NULL, &r->backend))
-        return fail("create");
+        return dump_fail("create");
     if (bora_cfg_check_unread(r->cfg))
-        return fail(path);
+        return dump_fail(path);
     r->store = g_store_new(r->bops, r->backend, "cpu", 7);
     return 0;
-}
-
-static void close_run(run *r)
-{
-    g_store_free(r->store);
-    r->mops->destroy(r->m);
-    r->bops->destroy(r->backend);
-    bora_cfg_free(r->cfg);
-}
-
-static int load_weights(g_store *store, const char *dir)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    bora_safetensors *st;
-    if (bora_st_open(path, &st))
-        return fail(path);
-    for (size_t i = 0; i < store->n_slots; i++) {
-        const g_slot *s = &store->slots[i];
-        const bora_st_tensor *t = bora_st_find(st, s->name);
-        if (!t || t->dtype != BORA_DTYPE_F32 || t->ndim != s->ndim ||
-            memcmp(t->shape, s->dims, sizeof(int64_t) * (size_t)s->ndim)) {
-            fprintf(stderr, "whisper_dump: %s: tensor %s is missing or not f32 of bora's shape\n",
-                    path, s->name);
-            return 1;
-        }
-        if (bora_st_read(st, t, store->param_ptr + s->offset, s->nbytes))
-            return fail(path);
-    }
-    if (st->n_tensors != store->n_slots) {
-        fprintf(stderr, "whisper_dump: %s has %zu tensors, the model %zu\n", path, st->n_tensors,
-                store->n_slots);
-        return 1;
-    }
-    bora_st_close(st);
-    return 0;
-}
-
-static g_graph *build(run *r, int mode, int64_t B, bora_tensor **out)
-{
-    g_graph *g = g_graph_new(r->store, mode);
-    g->batch = B;
-    if (r->mops->build(r->m, &g->pub, mode, out)) {
-        fail("build");
-        return NULL;
-    }
-    if (bora_inputs_check(g, mode, "whisper") != BORA_OK) { /* sdk/bora/model.h's contract */
-        fail("inputs");
-        return NULL;
-    }
-    if ((*out)->base != *out)
-        *out = g->pub.api->contiguous(&g->pub, *out);
-    g->output = *out;
-    return g;
 }
 
 /* The case's inputs: input_features (B, M, F) f32, input_ids and targets (B, T) as i32. */
@@ -140,7 +74,7 @@ static int read_inputs(const char *dir, inputs *in)
     snprintf(path, sizeof path, "%s/inputs.safetensors", dir);
     bora_safetensors *st;
     if (bora_st_open(path, &st))
-        return fail(path);
+        return dump_fail(path);
     const bora_st_tensor *tf = bora_st_find(st, "input_features"),
                          *ti = bora_st_find(st, "input_ids"), *tt = bora_st_find(st, "targets");
     if (!tf || !ti || !tt || tf->ndim != 3 || tf->dtype != BORA_DTYPE_F32 || ti->ndim != 2 ||
@@ -159,7 +93,7 @@ static int read_inputs(const char *dir, inputs *in)
     in->targets = malloc(4 * ni);
     if (bora_st_read(st, tf, in->feats, 4 * nf) || bora_st_read(st, ti, in->ids, 4 * ni) ||
         bora_st_read(st, tt, in->targets, 4 * ni))
-        return fail(path);
+        return dump_fail(path);
     bora_st_close(st);
     return 0;
 }
@@ -167,17 +101,17 @@ static int read_inputs(const char *dir, inputs *in)
 /* Prefill + decode against eval: the largest difference of the logits. */
 static int check_cache(const bora_registry *reg, const char *dir, const inputs *in, int64_t V)
 {
-    run r = {0};
+    dump_run r = {0};
     if (open_run(reg, dir, &r))
         return 1;
     int64_t B = in->B, T = in->T;
     bora_tensor *lo_e, *lo_p, *lo_d;
-    g_graph *eval = build(&r, BORA_MODE_EVAL, B, &lo_e),
-            *prefill = build(&r, BORA_MODE_PREFILL, B, &lo_p),
-            *decode = build(&r, BORA_MODE_DECODE, B, &lo_d);
+    g_graph *eval = dump_build(&r, BORA_MODE_EVAL, B, "whisper", &lo_e),
+            *prefill = dump_build(&r, BORA_MODE_PREFILL, B, "whisper", &lo_p),
+            *decode = dump_build(&r, BORA_MODE_DECODE, B, "whisper", &lo_d);
     if (!eval || !prefill || !decode || g_finalize(eval) || g_finalize(prefill) ||
-        g_finalize(decode) || g_store_materialize(r.store) || load_weights(r.store, dir))
-        return fail("cache graphs");
+        g_finalize(decode) || g_store_materialize(r.store) || dump_load_weights(r.store, dir))
+        return dump_fail("cache graphs");
     size_t nl = (size_t)(B * T * V), nf = sizeof(float) * (size_t)(B * in->M * in->F);
     float *full = malloc(sizeof(float) * nl), *pre = malloc(sizeof(float) * nl),
           *one = malloc(sizeof(float) * (size_t)(B * V));
@@ -185,7 +119,7 @@ static int check_cache(const bora_registry *reg, const char *dir, const inputs *
     if (g_set_input(eval, "input_features", in->feats, nf) ||
         g_set_input(eval, "input_ids", in->ids, sizeof(int32_t) * (size_t)(B * T)) || g_run(eval) ||
         g_read(eval, lo_e, full, sizeof(float) * nl))
-        return fail("eval");
+        return dump_fail("eval");
     int64_t starts[3] = {1, 5, T - 2};
     double worst = 0;
     for (int s = 0; s < 3; s++) {
@@ -196,7 +130,7 @@ static int check_cache(const bora_registry *reg, const char *dir, const inputs *
         if (g_set_input(prefill, "input_features", in->feats, nf) ||
             g_set_input(prefill, "input_ids", win, sizeof(int32_t) * (size_t)(B * T)) ||
             g_run(prefill) || g_read(prefill, lo_p, pre, sizeof(float) * nl))
-            return fail("prefill");
+            return dump_fail("prefill");
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < n; t++)
                 for (int64_t v = 0; v < V; v++)
@@ -209,7 +143,7 @@ static int check_cache(const bora_registry *reg, const char *dir, const inputs *
                 g_set_input(decode, "position", &p, sizeof p) ||
                 g_set_input(decode, "key_length", &len, sizeof len) || g_run(decode) ||
                 g_read(decode, lo_d, one, sizeof(float) * (size_t)(B * V)))
-                return fail("decode");
+                return dump_fail("decode");
             for (int64_t b = 0; b < B; b++)
                 for (int64_t v = 0; v < V; v++)
                     worst = fmax(worst, fabs(one[b * V + v] - full[(b * T + t) * V + v]));
@@ -226,7 +160,7 @@ static int check_cache(const bora_registry *reg, const char *dir, const inputs *
     g_graph_free(eval);
     g_graph_free(prefill);
     g_graph_free(decode);
-    close_run(&r);
+    dump_close(&r);
     if (!(worst < 1e-4)) {
         fprintf(stderr,
                 "whisper_dump: FAIL: the cached logits differ from the window's by %.3g "
@@ -244,18 +178,18 @@ static int write_sinusoids(const bora_registry *reg, const char *out)
     const bora_backend_ops *bops = be ? (const bora_backend_ops *)be->ops : NULL;
     bora_backend *backend;
     if (!bops || bops->create(&be->file->host, NULL, &backend))
-        return fail("cpu backend");
+        return dump_fail("cpu backend");
     g_store *store = g_store_new(bops, backend, "cpu", 7);
     g_graph *g = g_graph_new(store, BORA_MODE_EVAL);
     bora_axis ax[2] = {{"source", 1500}, {"embed", 384}};
     if (!bora_param(&g->pub, "sinusoids", BORA_DTYPE_F32, 2, ax, bora_init_sinusoids(),
                     BORA_PARAM_FROZEN) ||
         g_store_materialize(store))
-        return fail("sinusoids");
+        return dump_fail("sinusoids");
     int64_t dims[2] = {1500, 384};
     bora_st_entry e = {"sinusoids", BORA_DTYPE_F32, 2, dims, store->param_ptr};
     if (bora_st_write(out, &e, 1, NULL, 0))
-        return fail(out);
+        return dump_fail(out);
     g_graph_free(g);
     g_store_free(store);
     bops->destroy(backend);
@@ -270,7 +204,7 @@ int main(int argc, char **argv)
     }
     bora_registry *reg = bora_registry_new();
     if (bora_registry_add_dir(reg, argv[1], 1))
-        return fail("plugins");
+        return dump_fail("plugins");
     bora_registry_load(reg);
     if (argc == 4) {
         int rc = write_sinusoids(reg, argv[3]);
@@ -281,18 +215,18 @@ int main(int argc, char **argv)
     inputs in = {0};
     if (read_inputs(dir, &in))
         return 1;
-    run r = {0};
+    dump_run r = {0};
     if (open_run(reg, dir, &r))
         return 1;
     int64_t B = in.B, T = in.T, V = 0;
     bora_cfg_int(bora_cfg_root(r.cfg), "vocab_size", 0, &V);
     size_t cells = (size_t)(B * T), nf = sizeof(float) * (size_t)(B * in.M * in.F);
     bora_tensor *loss, *logits;
-    g_graph *train = build(&r, BORA_MODE_TRAIN, B, &loss),
-            *eval = build(&r, BORA_MODE_EVAL, B, &logits);
+    g_graph *train = dump_build(&r, BORA_MODE_TRAIN, B, "whisper", &loss),
+            *eval = dump_build(&r, BORA_MODE_EVAL, B, "whisper", &logits);
     if (!train || !eval || g_autodiff(train, loss) || g_finalize(train) || g_finalize(eval) ||
-        g_store_materialize(r.store) || load_weights(r.store, dir))
-        return fail("graphs");
+        g_store_materialize(r.store) || dump_load_weights(r.store, dir))
+        return dump_fail("graphs");
     float loss_sum, *lg = malloc(sizeof(float) * cells * (size_t)V);
     if (g_set_input(train, "input_features", in.feats, nf) ||
         g_set_input(train, "input_ids", in.ids, 4 * cells) ||
@@ -301,34 +235,14 @@ int main(int argc, char **argv)
         g_set_input(eval, "input_features", in.feats, nf) ||
         g_set_input(eval, "input_ids", in.ids, 4 * cells) || g_run(eval) ||
         g_read(eval, logits, lg, sizeof(float) * cells * (size_t)V))
-        return fail("run");
-    g_store *store = r.store;
-    size_t n = store->n_slots;
-    bora_st_entry *outs = calloc(n + 2, sizeof *outs);
-    char **gnames = calloc(n, sizeof *gnames);
-    for (size_t i = 0; i < n; i++) {
-        const g_slot *s = &store->slots[i];
-        gnames[i] = malloc(strlen(s->name) + 6);
-        sprintf(gnames[i], "grad.%s", s->name);
-        outs[i + 2] =
-            (bora_st_entry){gnames[i], s->dtype, s->ndim, s->dims, store->grad_ptr + s->offset};
-    }
-    int64_t lshape[3] = {B, T, V};
-    outs[0] = (bora_st_entry){"logits", BORA_DTYPE_F32, 3, lshape, lg};
-    outs[1] = (bora_st_entry){"loss_sum", BORA_DTYPE_F32, 0, NULL, &loss_sum};
-    char path[4096];
-    snprintf(path, sizeof path, "%s/outputs.safetensors", dir);
-    if (bora_st_write(path, outs, n + 2, NULL, 0))
-        return fail(path);
-    printf("whisper_dump: %s: %zu parameters, loss sum %.6f\n", dir, n, loss_sum);
-    for (size_t i = 0; i < n; i++)
-        free(gnames[i]);
-    free(gnames);
-    free(outs);
+        return dump_fail("run");
+    if (dump_write_outputs(r.store, dir, lg, B, T, V, loss_sum))
+        return 1;
+    printf("whisper_dump: %s: %zu parameters, loss sum %.6f\n", dir, r.store->n_slots, loss_sum);
     free(lg);
     g_graph_free(train);
     g_graph_free(eval);
-    close_run(&r);
+    dump_close(&r);
     int rc = check_cache(reg, dir, &in, V);
     free(in.feats);
     free(in.ids);
