@@ -47,6 +47,9 @@ static const bora_key trainer_keys[] = {
      "optimizer steps between evaluations on data.validation_urls (and one at the last step)"},
     {"max_eval_batches", BORA_KEY_INT, 0, "-1",
      "batches of train_batch_size sequences per evaluation; -1 for the whole validation set"},
+    {"eval_wer_clips", BORA_KEY_INT, 0, "100",
+     "a speech model (data.type audio): validation clips transcribed greedily at each "
+     "evaluation for eval/wer, the word error rate; -1: all of them; 0: none (the loss alone)"},
     {"tracker", BORA_KEY_COMPONENT, 0, "[{type: sqlite}]",
      "experiment trackers: one {type: NAME, ...} or a list of them; a name alone is short for "
      "{type: NAME} ([sqlite, tensorboard]); a list without sqlite keeps the run out of bora runs"},

@@ -49,6 +49,8 @@ bora_status bora_logits_layout(bora_logits *o, const char *model_name)
                                   model_name);
         o->base_elems *= o->lb->dims[i];
     }
+    free(o->all); /* laid out again (a trainer's every evaluation) */
+    o->all = NULL;
     if (o->sV != 1 && !(o->all = malloc(sizeof(float) * (size_t)o->base_elems)))
         return bora_error_set(BORA_ERR_NOMEM, "out of memory (%lld logits)",
                               (long long)o->base_elems);

@@ -46,7 +46,7 @@ typedef struct trainer {
     g_graph *train;
     bora_eval *eval;              /* when there is a validation set */
     struct bora_transcriber *wer; /* bora eval of an audio model: greedy transcription */
-    int64_t wer_clips;            /* bora eval --max-clips: -1 all, 0 no word error rate */
+    int64_t wer_clips; /* bora eval --max-clips, trainer.eval_wer_clips: -1 all, 0 none */
     bora_apply apply;
     int apply_built;
     bora_hessian hess; /* the optimizer's second-order estimate, when it asks for one */
@@ -125,9 +125,10 @@ void tr_dp_free(trainer *t);
  * materialised. */
 bora_status tr_build(trainer *t, bora_config *root);
 
-/* wer_eval.c: bora eval's word error rate on audio validation clips. tr_wer_build builds the
- * transcription graphs (before the store is materialised; nothing for a text model or with
- * wer_clips 0), tr_wer_run transcribes the clips (the weights loaded). */
+/* wer_eval.c: the word error rate on audio validation clips (bora eval, and the trainer's
+ * evaluations on rank 0). tr_wer_build builds the transcription graphs (before the store is
+ * materialised; nothing for a text model or with wer_clips 0), tr_wer_run transcribes the clips
+ * (the weights loaded). */
 struct bora_wer;
 bora_status tr_wer_build(trainer *t);
 bora_status tr_wer_run(trainer *t, struct bora_wer *w, double *seconds);

@@ -188,6 +188,14 @@ static bora_status read_settings(trainer *t, bora_config *root)
     bora_cfg_bool(tr, "crash_on_nan", 1, &t->crash_on_nan);
     bora_cfg_int(tr, "steps_per_eval", 1000, &t->steps_per_eval);
     bora_cfg_int(tr, "max_eval_batches", -1, &t->max_eval_batches);
+    int64_t wer_clips = 100;
+    bora_cfg_int(tr, "eval_wer_clips", 100, &wer_clips);
+    if (wer_clips < -1)
+        bora_cfg_error(cfg, bora_cfg_child(tr, "eval_wer_clips"),
+                       "trainer.eval_wer_clips: %lld is not a number of clips (-1: all, 0: none)",
+                       (long long)wer_clips);
+    if (!t->eval_only) /* bora eval takes --max-clips instead */
+        t->wer_clips = wer_clips;
     /* a validation set: data.validation_urls, a mixture's datasets' ones, or windows held out
      * of train_urls */
     bora_config *data = bora_cfg_child(root, "data"), *cs = bora_cfg_child(data, "configs");

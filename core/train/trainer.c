@@ -327,6 +327,8 @@ static bora_status build(trainer *t, bora_config *root)
     if (t->has_val && bora_eval_new(t->store, mops, t->model, t->micro, &t->eval) != BORA_OK)
         return bora_error_set(BORA_ERR_INVALID, "model %s: %s", t->model_entry->ops->name,
                               bora_error_get());
+    if (tr_wer_build(t) != BORA_OK) /* a speech model: eval/wer too */
+        return BORA_ERR_INVALID;
     /* The shape the model wants its rows in. */
     for (size_t i = 0; i < t->train->n_inputs; i++) {
         const gval *v = t->train->inputs[i].value;
@@ -479,6 +481,19 @@ static bora_status run_eval(trainer *t, int64_t step, bora_eval_result *r)
     fflush(stdout);
     bora_metric m[] = {{"eval/loss", r->loss}, {"eval/bpb", r->bpb}};
     bora_tracklog_log(t->log, step, m, 2);
+    if (!t->wer)
+        return BORA_OK;
+    bora_wer w = {0};
+    double secs = 0;
+    if ((st = tr_wer_run(t, &w, &secs)) != BORA_OK)
+        return st;
+    printf("eval at step %" PRId64 ": WER %.2f%%  (%lld edits over %lld reference words, %lld "
+           "clips transcribed greedily, %.2f s)\n",
+           step, 100.0 * bora_wer_rate(&w), (long long)w.edits, (long long)w.ref_words,
+           (long long)w.pairs, secs);
+    fflush(stdout);
+    bora_metric wm = {"eval/wer", bora_wer_rate(&w)};
+    bora_tracklog_log(t->log, step, &wm, 1);
     return BORA_OK;
 }
 

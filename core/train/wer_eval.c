@@ -1,5 +1,6 @@
-/* core/train/wer_eval.c — bora eval's word error rate on an audio validation set: every
- * validation clip (or the first wer_clips) transcribed greedily (core/eval/transcribe.h) and
+/* core/train/wer_eval.c — the word error rate on an audio validation set, for bora eval and
+ * for the trainer's evaluations: every validation clip (or the first wer_clips) transcribed
+ * greedily (core/eval/transcribe.h) and
  * compared with its text (core/eval/wer.h). The clips come from the validation loader, in file
  * order, with the features the loss is computed on; a clip's reference is its decoder tokens
  * decoded (the start sequence, <|endoftext|> and the padding left out), which is its manifest
@@ -17,9 +18,8 @@ bora_status tr_wer_build(trainer *t)
 {
     int n_mels;
     int64_t frames;
-    if (!t->eval_only || t->wer_clips == 0 || !t->eval ||
-        !bora_eval_features(t->eval, &n_mels, &frames))
-        return BORA_OK; /* not bora eval of an audio model, or not asked for */
+    if (t->wer_clips == 0 || !t->eval || t->rank || !bora_eval_features(t->eval, &n_mels, &frames))
+        return BORA_OK; /* not an audio model, not asked for, or a rank that does not evaluate */
     const char *name = t->model_entry->ops->name;
     bora_status st = bora_transcriber_new(t->store, (const bora_model_ops *)t->model_entry->ops,
                                           t->model, name, 0, &t->wer);

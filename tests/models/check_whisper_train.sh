@@ -25,8 +25,10 @@ model: {type: whisper, d_model: 64, encoder_layers: 2, decoder_layers: 2,
         encoder_attention_heads: 4, decoder_attention_heads: 4, encoder_ffn_dim: 128,
         decoder_ffn_dim: 96, max_source_positions: 1500, max_target_positions: 16}
 optimizer: {type: adamw, learning_rate: 3e-3, warmup: 1}
-data: {type: audio, train_urls: [$work/train.jsonl], tokenizer: $tok, cache_dir: $work/cache}
-trainer: {num_train_steps: 3, train_batch_size: 3, num_threads: 2, id: w, tracker: [],
+data: {type: audio, train_urls: [$work/train.jsonl], validation_urls: [$work/train.jsonl],
+       tokenizer: $tok, cache_dir: $work/cache}
+trainer: {num_train_steps: 3, train_batch_size: 3, num_threads: 2, id: w, steps_per_eval: 2,
+          tracker: {type: jsonl, path: $work/w.jsonl},
           checkpointer: {base_path: $work/ckpt, save_interval: 0s}}
 YAML
 BORA_NO_PROGRESS=1 "$bora" --plugin-dir "$plugins" train run.yaml > train.log 2>&1 ||
@@ -65,6 +67,31 @@ assert not [k for k in state if k.endswith(w.FROZEN)], "optimizer state for the 
 assert len(state) == 2 * (len(shapes) - 1), f"{len(state)} optimizer tensors for {len(shapes) - 1}"
 print(f"parameters {total} ({frozen} frozen), model FLOPs {flops:.4g} per token; after 3 steps "
       f"the frozen table is its initial value ({d:.3g}) with no optimizer state")
+PY
+# the trainer's evaluations transcribe the validation clips too (trainer.eval_wer_clips): at
+# step 3 the same word error rate, edit for edit, as bora eval of the step-3 checkpoint
+"$bora" --plugin-dir "$plugins" eval run.yaml --checkpoint ckpt/w/step-3 > eval.log 2>&1 ||
+    { cat eval.log; exit 1; }
+"$py" - train.log eval.log w.jsonl <<'PY' || fail "the trainer's word error rate"
+import json, re, sys
+train, ev = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+pat = r"WER ([0-9.]+)%  \((\d+) edits over (\d+) reference words, (\d+) clips"
+at = {int(m.group(1)): m.group(2, 3, 4, 5)
+      for m in re.finditer(r"eval at step (\d+): " + pat, train)}
+assert sorted(at) == [2, 3], f"WER at steps {sorted(at)} of the run, not 2 and 3:\n{train}"
+m = re.search(r"eval of ckpt/w/step-3: " + pat, ev)
+assert m, f"no WER from bora eval:\n{ev}"
+assert at[3] == m.group(1, 2, 3, 4), f"the run's WER at step 3 {at[3]}, bora eval's {m.group(1, 2, 3, 4)}"
+assert at[3][3] == "3", "not every validation clip transcribed"
+logged = {}
+for line in open(sys.argv[3]):
+    r = json.loads(line)
+    if "eval/wer" in r.get("metrics", {}):
+        logged[r["step"]] = r["metrics"]["eval/wer"]
+words = int(at[3][2])
+assert sorted(logged) == [2, 3] and abs(logged[3] - int(at[3][1]) / words) < 1e-12, \
+    f"eval/wer logged {logged}"
+print(f"the trainer's WER at step 3 ({at[3][0]}%, {at[3][1]} edits over {words} words) is bora eval's")
 PY
 [ "$fails" = 0 ] && echo "check_whisper_train: all checks passed"
 exit $((fails > 0))
