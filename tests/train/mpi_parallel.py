@@ -28,6 +28,9 @@ With DATA (a data: section) the runs read it instead of TEXT with TOKENIZER (an 
 dataset: each rank reads its micro-batches' clips), and with EXTRA_PLUGIN_DIR bora searches it
 for plugins too (a test model's).
 
+MPI_OPTIMIZER in the environment replaces the optimizer's keys (a Muon with AdamW groups: whole
+matrices per rank under sharding).
+
 usage: mpi_parallel.py MODE BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL [DATA
                        [EXTRA_PLUGIN_DIR]]]]
 """
@@ -48,6 +51,8 @@ model = (sys.argv[8] if len(sys.argv) > 8 and sys.argv[8] else
          "{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}")
 data = (sys.argv[9] if len(sys.argv) > 9 and sys.argv[9] else
         f"{{train_urls: [{text}], tokenizer: {tokenizer}}}")
+# MPI_OPTIMIZER: the optimizer: section's keys (AdamW's by default)
+optimizer = os.environ.get("MPI_OPTIMIZER", "type: adamw, learning_rate: 3e-3, warmup: 4")
 extra_plugins = ["--plugin-dir", sys.argv[10]] if len(sys.argv) > 10 else []
 mpirun = shutil.which("mpirun")
 if not mpirun:
@@ -64,7 +69,7 @@ STEPS = 24 if mode == "bitwise" else 40
 config = os.path.join(work, "run.yaml")
 with open(config, "w") as f:
     f.write(f"""model: {model}
-optimizer: {{type: adamw, learning_rate: 3e-3, warmup: 4{", max_grad_norm: 0.05" if shard else ""}}}
+optimizer: {{{optimizer}{", max_grad_norm: 0.05" if shard else ""}}}
 data: {data}
 trainer:
   num_train_steps: {STEPS}
