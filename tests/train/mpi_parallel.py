@@ -227,7 +227,9 @@ if mode == "bitwise":
             print(f"FAIL: batch {batch}: the logged loss or optimizer metrics differ at steps "
                   f"{bad[:5]}: {a.get(bad[0]) if bad else None} vs {b.get(bad[0]) if bad else None}")
             failures += 1
-        print(f"batch {batch} ({batch // 8} micro-batch(es) per rank): 2 ranks = 1 process")
+        optim = sorted({k for m in a.values() for k in m if k.startswith("optim/")})
+        print(f"batch {batch} ({batch // 8} micro-batch(es) per rank): 2 ranks = 1 process "
+              f"({', '.join(optim)})")
 elif mode == "kill":
     run_to_end("reference", 0)
     out, rc, waited = hit_rank("killed", 2, "step 12/", signal.SIGKILL)
