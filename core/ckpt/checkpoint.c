@@ -98,16 +98,6 @@ static bora_status block_out(const g_store *s, bora_buffer *buf, size_t offset, 
     return st;
 }
 
-/* A copy of one block held in host memory (a sharded run's gathered state). */
-static bora_status block_copy(const g_store *s, const char *from, char **out)
-{
-    *out = malloc(s->param_bytes ? s->param_bytes : 1);
-    if (!*out)
-        return bora_error_set(BORA_ERR_NOMEM, "out of memory for a checkpoint");
-    memcpy(*out, from, s->param_bytes);
-    return BORA_OK;
-}
-
 void bora_ckpt_digest(const void *data, size_t nbytes, char out[BORA_CKPT_DIGEST_LEN])
 {
     snprintf(out, BORA_CKPT_DIGEST_LEN, "xxh3-64:%016llx",
@@ -213,9 +203,11 @@ static bora_status write_block(const g_store *s, const char *path, bora_ckpt_slo
     bora_status st =
         e && names && blocks && pairs ? BORA_OK : bora_error_set(BORA_ERR_NOMEM, "out of memory");
     for (size_t b = 0; b < n_blocks && st == BORA_OK; b++)
-        st = slots && s->state_host ? block_copy(s, s->state_host + b * s->param_bytes, &blocks[b])
-             : slots                ? block_out(s, s->states, b * s->param_bytes, &blocks[b])
-                                    : block_out(s, s->params, 0, &blocks[b]);
+        if (slots && s->state_host) /* a sharded run's, gathered on the host: used in place */
+            blocks[b] = s->state_host + b * s->param_bytes;
+        else
+            st = slots ? block_out(s, s->states, b * s->param_bytes, &blocks[b])
+                       : block_out(s, s->params, 0, &blocks[b]);
     for (size_t k = 0; k < n && st == BORA_OK; k++) {
         size_t b = pairs[2 * k];
         const g_slot *sl = &s->slots[pairs[2 * k + 1]];
@@ -262,7 +254,7 @@ static bora_status write_block(const g_store *s, const char *path, bora_ckpt_slo
     }
     for (size_t k = 0; names && k < n; k++)
         free(names[k]);
-    for (size_t b = 0; blocks && b < n_blocks; b++)
+    for (size_t b = 0; blocks && b < n_blocks && !(slots && s->state_host); b++)
         free(blocks[b]);
     free(names);
     free(blocks);
