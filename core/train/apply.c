@@ -1,7 +1,9 @@
 /* core/train/apply.c — the apply graph (docs/design.md §5): the global gradient norm from f64
  * partials summed in parameter order, the clipping factor kept on the device
  * (max / max(norm, max), written with relu), each parameter's update by its optimizer group's
- * instance (docs/optimizers.md), and the gradients zeroed for the next step. */
+ * instance (docs/optimizers.md), and the gradients zeroed for the next step. Sharded
+ * (trainer.shard_optimizer, zero.c): the same over the parameters this rank owns, the squared
+ * norms in a graph of their own and the whole model's sum an input, each metric report apart. */
 #include "apply.h"
 
 #include "../util/log.h"
