@@ -89,7 +89,9 @@ def command(run_id, ranks, *extra):
     cmd = [bora, "--plugin-dir", plugin_dir, *extra_plugins, "train", config, f"--trainer.id={run_id}",
            f"--trainer.tracker={{type: jsonl, path: {work}/{run_id}.jsonl}}", *extra]
     # ranks 0: a plain process, no mpirun at all
-    if shard and ranks > 1:
+    # sharded at 2 ranks; the bitwise mode's one process has the key too (nothing to share), the
+    # kill mode's has not (a checkpoint is the same either way)
+    if shard and (ranks > 1 or mode == "bitwise"):
         cmd.append("--trainer.shard_optimizer=true")
     return cmd if ranks == 0 else launch + ["-np", str(ranks), "-x", "BORA_NO_PROGRESS",
                                             "-x", "BORA_TEST_TAG"] + cmd
@@ -210,7 +212,9 @@ def hit_rank(run_id, ranks, marker, sig, timeout_env=None):
 if mode == "bitwise":
     for batch in (8, 16):
         one, two = f"one-{batch}", f"two-{batch}"
-        run_to_end(one, 0, f"--trainer.train_batch_size={batch}")
+        out = run_to_end(one, 0, f"--trainer.train_batch_size={batch}")
+        if shard and "one process, nothing to share" not in out:
+            sys.exit(f"{one} did not say that one process has nothing to share:\n{out}")
         out = run_to_end(two, 2, f"--trainer.train_batch_size={batch}")
         if "data parallel: 2 processes" not in out:
             sys.exit(f"{two} did not run as 2 processes:\n{out}")
