@@ -19,7 +19,8 @@ Skipped (exit 77) where mpirun is absent. Runs as root with --allow-run-as-root,
 
 Modes bitwise-shard and kill-shard are the same with the 2-rank runs under
 trainer.shard_optimizer (ZeRO-1: each rank keeps and updates its share of the optimizer state,
-then the parameters are gathered) and optimizer.max_grad_norm 0.05, so that every step clips
+then the parameters are gathered; the bitwise mode's one process takes the key too and must say
+it has nothing to share) and optimizer.max_grad_norm 0.05, so that every step clips
 (the global gradient norm made from every rank's parts): the same bits again, and a sharded run
 killed resumes sharded at 2 ranks and unsharded at 1 process (and one process's run sharded at
 2), the checkpoints holding the whole state once.
