@@ -203,8 +203,11 @@ static bora_status write_block(const g_store *s, const char *path, bora_ckpt_slo
     bora_status st =
         e && names && blocks && pairs ? BORA_OK : bora_error_set(BORA_ERR_NOMEM, "out of memory");
     for (size_t b = 0; b < n_blocks && st == BORA_OK; b++)
-        st = slots ? block_out(s, s->states, b * s->param_bytes, &blocks[b])
-                   : block_out(s, s->params, 0, &blocks[b]);
+        if (slots && s->state_host) /* a sharded run's, gathered on the host: used in place */
+            blocks[b] = s->state_host + b * s->param_bytes;
+        else
+            st = slots ? block_out(s, s->states, b * s->param_bytes, &blocks[b])
+                       : block_out(s, s->params, 0, &blocks[b]);
     for (size_t k = 0; k < n && st == BORA_OK; k++) {
         size_t b = pairs[2 * k];
         const g_slot *sl = &s->slots[pairs[2 * k + 1]];
@@ -251,7 +254,7 @@ static bora_status write_block(const g_store *s, const char *path, bora_ckpt_slo
     }
     for (size_t k = 0; names && k < n; k++)
         free(names[k]);
-    for (size_t b = 0; blocks && b < n_blocks; b++)
+    for (size_t b = 0; blocks && b < n_blocks && !(slots && s->state_host); b++)
         free(blocks[b]);
     free(names);
     free(blocks);
@@ -573,7 +576,9 @@ static bora_status read_block(g_store *s, const char *dir, const char *file, bor
                                             want ? json_object_get_string(want) : NULL);
             }
         }
-        if (st == BORA_OK && copy && (any || slots))
+        if (st == BORA_OK && copy && slots && s->state_host) /* a sharded run's, on the host */
+            memcpy(s->state_host + b * s->param_bytes, block, s->param_bytes);
+        else if (st == BORA_OK && copy && (any || slots))
             st = slots ? s->ops->copy_in(s->backend, s->states, b * s->param_bytes, block,
                                          s->param_bytes)
                        : s->ops->copy_in(s->backend, s->params, 0, block, s->param_bytes);

@@ -43,6 +43,10 @@ static const bora_key trainer_keys[] = {
     {"crash_on_nan", BORA_KEY_BOOL, 0, "true",
      "stop at a non-finite loss, naming the step and keeping the last checkpoint; with false "
      "the run goes on until its next save, which refuses a NaN or an infinity and stops it"},
+    {"shard_optimizer", BORA_KEY_BOOL, 0, "false",
+     "with several processes (mpirun, srun): each keeps and updates only its share of the "
+     "optimizer state (whole parameters, ZeRO-1), then the parameters are gathered; the same "
+     "bits as without; one process has nothing to share"},
     {"steps_per_eval", BORA_KEY_INT, 0, "1000",
      "optimizer steps between evaluations on data.validation_urls (and one at the last step)"},
     {"max_eval_batches", BORA_KEY_INT, 0, "-1",

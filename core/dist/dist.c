@@ -282,6 +282,28 @@ bora_status bora_dist_broadcast(void *data, size_t bytes, int root, const char *
     return st;
 }
 
+static bora_status one_peer(void *data, size_t bytes, int peer, int send, const char *what)
+{
+    if (g_dist.size == 1 || peer == g_dist.rank)
+        return bora_error_set(BORA_ERR_INVALID, "%s: no other rank %d", what, peer);
+    reqs q = {0};
+    bora_status st = post(&q, send, data, bytes, peer);
+    if (st == BORA_OK)
+        st = wait_all(&q, what, g_dist.timeout_s);
+    reqs_free(&q);
+    return st;
+}
+
+bora_status bora_dist_send(const void *data, size_t bytes, int peer, const char *what)
+{
+    return one_peer((void *)data, bytes, peer, 1, what);
+}
+
+bora_status bora_dist_recv(void *data, size_t bytes, int peer, const char *what)
+{
+    return one_peer(data, bytes, peer, 0, what);
+}
+
 bora_status bora_dist_barrier(const char *what, double timeout_s)
 {
     if (g_dist.size == 1)
@@ -344,6 +366,18 @@ bora_status bora_dist_broadcast(void *data, size_t bytes, int root, const char *
 {
     (void)data, (void)bytes, (void)root, (void)what;
     return BORA_OK;
+}
+
+bora_status bora_dist_send(const void *data, size_t bytes, int peer, const char *what)
+{
+    (void)data, (void)bytes;
+    return bora_error_set(BORA_ERR_INVALID, "%s: no other rank %d", what, peer);
+}
+
+bora_status bora_dist_recv(void *data, size_t bytes, int peer, const char *what)
+{
+    (void)data, (void)bytes;
+    return bora_error_set(BORA_ERR_INVALID, "%s: no other rank %d", what, peer);
 }
 
 bora_status bora_dist_barrier(const char *what, double timeout_s)

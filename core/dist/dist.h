@@ -37,6 +37,9 @@ const bora_group *bora_dist_group(void);
 bora_status bora_dist_allgather(const void *send, void *recv, size_t bytes, const char *what);
 /* root's bytes to every rank. */
 bora_status bora_dist_broadcast(void *data, size_t bytes, int root, const char *what);
+/* bytes to one peer, or from one (a sharded optimizer's state gathered for a checkpoint). */
+bora_status bora_dist_send(const void *data, size_t bytes, int peer, const char *what);
+bora_status bora_dist_recv(void *data, size_t bytes, int peer, const char *what);
 /* Wait for every rank; timeout_s <= 0: no deadline (a rank building the token cache). */
 bora_status bora_dist_barrier(const char *what, double timeout_s);
 

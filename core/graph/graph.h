@@ -148,7 +148,15 @@ struct g_store {
     size_t param_bytes;
     bora_buffer *params, *grads, *arena, *states;
     char *param_ptr, *grad_ptr, *arena_ptr, *state_ptr;
-    size_t n_states;    /* optimizer state slots per parameter (each a copy of the layout) */
+    size_t n_states; /* optimizer state slots per parameter (each a copy of the layout) */
+    /* A sharded optimizer (trainer.shard_optimizer): this process keeps the state of the
+     * parameters in bytes [state_lo, state_lo + state_span) of their layout only, each state
+     * block state_span bytes long (not sharded: every parameter's, blocks of param_bytes). */
+    int state_sharded;
+    size_t state_lo, state_span;
+    /* A sharded run's whole state in host memory around a checkpoint (n_states blocks laid out
+     * like the parameters): checkpoints write and read it in place of the backend's. */
+    char *state_host;
     size_t arena_bytes; /* the most any graph needs (g_store_fit_arena): the arena's size */
     uint64_t seed;
     int compute_dtype; /* trainer.mp's c: the dtype of model graphs' matmul operands (0: as built) */
@@ -305,6 +313,11 @@ void g_store_backend_abi(g_store *s, uint32_t backend_abi_minor);
 /* The parameters were written outside an apply graph: recompute the shadows before they are
  * next read. */
 void g_store_params_changed(g_store *s);
+/* The bytes of one optimizer state block as the store holds it (state_span when sharded). */
+static inline size_t g_store_state_block(const g_store *s)
+{
+    return s->state_sharded ? s->state_span : s->param_bytes;
+}
 /* Recompute every shadow now, if stale. */
 bora_status g_store_refresh_shadows(g_store *s);
 /* Zero every model-state buffer (a new generation). */

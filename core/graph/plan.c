@@ -928,7 +928,8 @@ static char *storage_of(g_graph *g, const gval *base)
     case S_CONST: return g->consts[base->slot].ptr;
     case S_MODEL: return s->mstate_ptr + s->mstates[base->slot].offset;
     case S_STATE:
-        return s->state_ptr + (size_t)base->state * s->param_bytes + s->slots[base->slot].offset;
+        return s->state_ptr + (size_t)base->state * g_store_state_block(s) +
+               s->slots[base->slot].offset - s->state_lo;
     case S_SHADOW: return s->shadow_ptr + s->slots[base->slot].offset / 2;
     default: return s->arena_ptr + base->arena_offset;
     }
@@ -1168,7 +1169,8 @@ bora_status g_read_part(g_graph *g, const gval *v, size_t at, void *dst, size_t 
     case S_TANGENT: buf = s->tangents, off = s->slots[v->slot].offset; break;
     case S_HVP: buf = s->hvps, off = s->slots[v->slot].offset; break;
     case S_STATE:
-        buf = s->states, off = (size_t)v->state * s->param_bytes + s->slots[v->slot].offset;
+        buf = s->states,
+        off = (size_t)v->state * g_store_state_block(s) + s->slots[v->slot].offset - s->state_lo;
         break;
     case S_SHADOW: buf = s->shadow, off = s->slots[v->slot].offset / 2; break;
     case S_INPUT: buf = g->inputs[v->slot].buf, off = 0; break;

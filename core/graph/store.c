@@ -287,7 +287,8 @@ bora_status g_store_materialize(g_store *s)
                               "cannot allocate the graphs' arena, %zu bytes, on %s (its size "
                               "grows with the micro-batch and the model's sizes)",
                               s->arena_bytes, s->backend_name);
-    if (__builtin_mul_overflow(bytes, s->n_states ? s->n_states : 1, &state_bytes) ||
+    size_t block = s->state_sharded ? (s->state_span ? s->state_span : 64) : bytes;
+    if (__builtin_mul_overflow(block, s->n_states ? s->n_states : 1, &state_bytes) ||
         s->ops->buffer_alloc(s->backend, state_bytes, 64, &s->states) != BORA_OK)
         return bora_error_set(BORA_ERR_NOMEM, "cannot allocate optimizer state on %s",
                               s->backend_name);

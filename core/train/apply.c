@@ -1,7 +1,9 @@
 /* core/train/apply.c — the apply graph (docs/design.md §5): the global gradient norm from f64
  * partials summed in parameter order, the clipping factor kept on the device
  * (max / max(norm, max), written with relu), each parameter's update by its optimizer group's
- * instance (docs/optimizers.md), and the gradients zeroed for the next step. */
+ * instance (docs/optimizers.md), and the gradients zeroed for the next step. Sharded
+ * (trainer.shard_optimizer, zero.c): the same over the parameters this rank owns, the squared
+ * norms in a graph of their own and the whole model's sum an input, each metric report apart. */
 #include "apply.h"
 
 #include "../util/log.h"
@@ -52,10 +54,27 @@ static bora_status name_scalars(bora_apply *out)
     return BORA_OK;
 }
 
-bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_apply_group *groups,
-                                    const size_t *group_of, double max_grad_norm, bora_apply *out)
+/* A sharded graph's squared gradient norms of its parameters, one f64 vector in parameter order
+ * (NULL when the rank owns no trainable parameter). */
+static gval *norm_parts(g_graph *ng, gval **parts, size_t n)
+{
+    if (!n)
+        return NULL;
+    bora_graph *gp = &ng->pub;
+    bora_axis one = {"param", 1};
+    for (size_t i = 0; i < n; i++)
+        parts[i] = gp->api->broadcast(gp, parts[i], one);
+    gval *out = tr_concat(gp, "param", n, parts);
+    return out ? gp->api->contiguous(gp, out) : NULL;
+}
+
+static bora_status build(g_store *store, size_t n_groups, const bora_apply_group *groups,
+                         const size_t *group_of, double max_grad_norm, const unsigned char *owned,
+                         bora_apply *out)
 {
     memset(out, 0, sizeof *out);
+    out->owned = owned;
+    out->metrics.each = owned != NULL;
     size_t n = store->n_slots, n_slots = 0;
     out->n_groups = n_groups;
     out->groups = calloc(n_groups ? n_groups : 1, sizeof *out->groups);
@@ -91,6 +110,12 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
     bora_graph *gp = &g->pub;
     const bora_graph_api *A = gp->api;
     out->g = g;
+    /* sharded: the owned parameters' squared norms in a graph of their own, run first; the sum
+     * over the whole model comes back as an input */
+    g_graph *ng = owned ? g_graph_new(store, BORA_MODE_APPLY) : NULL;
+    if (owned && !ng)
+        return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+    out->norm_g = ng;
     gval **scalars = calloc(n_groups * 16 + 1, sizeof *scalars);
     if (!scalars)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
@@ -101,16 +126,18 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
     /* Every trainable parameter and its gradient (a frozen one has neither update nor
      * gradient); the squared norm in f64, in parameter order. */
     gval **params = calloc(n ? n : 1, sizeof *params), **grads = calloc(n ? n : 1, sizeof *grads);
-    if (!params || !grads) {
+    gval **sqs = calloc(n ? n : 1, sizeof *sqs);
+    if (!params || !grads || !sqs) {
         free(params);
         free(grads);
+        free(sqs);
         free(scalars);
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     }
     gval *total = NULL;
     for (size_t i = 0; i < n && !g->status; i++) {
         const g_slot *s = &store->slots[i];
-        if (s->flags & BORA_PARAM_FROZEN)
+        if ((s->flags & BORA_PARAM_FROZEN) || (owned && !owned[i]))
             continue;
         bora_axis axes[BORA_MAX_DIMS];
         for (int d = 0; d < s->ndim; d++)
@@ -121,10 +148,26 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
             break;
         /* g·g in the gradient's dtype (a fused pass), each parameter's sum accumulated in
          * double partials by the backend's reduction, the running total in f64 */
-        gval *sq = A->reduce(gp, BORA_OP_SUM, bora_mul(gp, grads[i], grads[i]), s->ndim, s->names);
-        sq = sq && sq->dtype != BORA_DTYPE_F64 ? A->cast(gp, sq, BORA_DTYPE_F64) : sq;
-        total = total ? bora_add(gp, total, sq) : sq;
+        g_graph *sg = ng ? ng : g;
+        bora_graph *sp = &sg->pub;
+        gval *gr = ng ? g_grad_leaf(ng, (long)i) : grads[i];
+        gval *sq = gr ? A->reduce(sp, BORA_OP_SUM, bora_mul(sp, gr, gr), s->ndim, s->names) : NULL;
+        sq = sq && sq->dtype != BORA_DTYPE_F64 ? A->cast(sp, sq, BORA_DTYPE_F64) : sq;
+        if (ng)
+            sqs[out->n_owned++] = sq;
+        else
+            total = total ? bora_add(gp, total, sq) : sq;
     }
+    if (ng && !g->status) /* the sum in parameter order, made by the host from every rank's */
+        total = A->input(gp, "grad_norm_sq", BORA_DTYPE_F64, 0, NULL);
+    if (ng && !ng->status) {
+        ng->output = norm_parts(ng, sqs, out->n_owned);
+        if (ng->output && !ng->status)
+            g_finalize(ng);
+        if (ng->status)
+            g_fail(g, "%s", ng->error);
+    }
+    free(sqs);
     gval *norm = total ? A->unary(gp, BORA_OP_SQRT, total) : NULL;
     gval *scale = NULL;
     if (norm && max_grad_norm > 0) {
@@ -146,7 +189,7 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
         int first = j % (2 * n) < n;
         const g_slot *s = &store->slots[i];
         if ((group_of ? group_of[i] : 0) != k || (!(s->flags & BORA_PARAM_NO_DECAY)) != first ||
-            (s->flags & BORA_PARAM_FROZEN))
+            (s->flags & BORA_PARAM_FROZEN) || (owned && !owned[i]))
             continue;
         const bora_optimizer_ops *ops = groups[k].ops;
         gval *gr = grads[i];
@@ -160,7 +203,7 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
         int64_t elements = 1;
         for (int d = 0; d < s->ndim; d++)
             elements *= s->dims[d];
-        out->reporter = (tr_reporter){&out->metrics, ops, elements};
+        out->reporter = (tr_reporter){&out->metrics, ops, elements, (int64_t)j, (int32_t)k};
         seen[i] = gr;
         bora_param_update u = {sizeof u,
                                !(s->flags & BORA_PARAM_NO_DECAY),
@@ -194,7 +237,8 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
         gval *state[8];
         for (size_t b = 0; b < count_names(ops->slots); b++)
             state[b] = g_state_leaf(g, (long)i, (int)b);
-        out->reporter = (tr_reporter){&out->metrics, ops, elements};
+        out->reporter = (tr_reporter){&out->metrics, ops, elements, (int64_t)(2 * n * n_groups + i),
+                                      (int32_t)k};
         bora_param_update u = {sizeof u,         !(s->flags & BORA_PARAM_NO_DECAY),
                                s->name,          params[i],
                                seen[i],          state,
@@ -230,10 +274,23 @@ bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_
     return g->status ? g->status : g_finalize(g);
 }
 
-bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad_norm,
-                            bora_metric *metrics, size_t *n_metrics)
+bora_status bora_apply_build_groups(g_store *store, size_t n_groups, const bora_apply_group *groups,
+                                    const size_t *group_of, double max_grad_norm, bora_apply *out)
 {
-    *n_metrics = 0;
+    return build(store, n_groups, groups, group_of, max_grad_norm, NULL, out);
+}
+
+bora_status bora_apply_build_sharded(g_store *store, size_t n_groups,
+                                     const bora_apply_group *groups, const size_t *group_of,
+                                     double max_grad_norm, const unsigned char *owned,
+                                     bora_apply *out)
+{
+    return build(store, n_groups, groups, group_of, max_grad_norm, owned, out);
+}
+
+/* Each group's scalars of this step into the graph's inputs. */
+static bora_status set_scalars(bora_apply *a, int64_t step, double lr)
+{
     for (size_t k = 0; k < a->n_groups; k++) {
         const bora_apply_group *gr = &a->groups[k];
         double values[16];
@@ -255,7 +312,16 @@ bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad
                 return st;
         }
     }
-    bora_status st = g_run(a->g);
+    return BORA_OK;
+}
+
+bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad_norm,
+                            bora_metric *metrics, size_t *n_metrics)
+{
+    *n_metrics = 0;
+    bora_status st = set_scalars(a, step, lr);
+    if (st == BORA_OK)
+        st = g_run(a->g);
     double sums[TR_MAX_METRICS + 1];
     size_t n = 1 + a->metrics.n;
     if (st == BORA_OK)
@@ -267,9 +333,32 @@ bora_status bora_apply_step(bora_apply *a, int64_t step, double lr, double *grad
     return st;
 }
 
+bora_status bora_apply_norm_parts(bora_apply *a, double *sq)
+{
+    if (!a->norm_g || !a->n_owned) /* a rank owning only frozen parameters, or none */
+        return BORA_OK;
+    bora_status st = g_run(a->norm_g);
+    return st == BORA_OK ? g_read(a->norm_g, a->norm_g->output, sq, a->n_owned * sizeof *sq) : st;
+}
+
+bora_status bora_apply_step_sharded(bora_apply *a, int64_t step, double lr, double norm_sq,
+                                    double *out)
+{
+    bora_status st = set_scalars(a, step, lr);
+    if (st == BORA_OK)
+        st = g_set_input(a->g, "grad_norm_sq", &norm_sq, sizeof norm_sq);
+    if (st == BORA_OK)
+        st = g_run(a->g);
+    if (st == BORA_OK)
+        st = g_read(a->g, a->g->output, out, (1 + a->metrics.n_reports) * sizeof *out);
+    return st;
+}
+
 void bora_apply_free(bora_apply *a)
 {
     g_graph_free(a->g);
+    g_graph_free(a->norm_g);
+    tr_metrics_free(&a->metrics);
     for (size_t k = 0; a->scalar_names && k < a->n_groups; k++) {
         for (size_t i = 0; a->scalar_names[k] && a->scalar_names[k][i]; i++)
             free(a->scalar_names[k][i]);

@@ -167,7 +167,7 @@ static bora_status build_fold(bora_hessian *h, const size_t *group_of)
             n_slots++;
         for (size_t b = 0; b < n_slots; b++)
             state[b] = g_state_leaf(g, (long)i, (int)b);
-        h->reporter = (tr_reporter){&h->metrics, ops, elements};
+        h->reporter = (tr_reporter){&h->metrics, ops, elements, 0, 0};
         bora_param_update u = {sizeof u,
                                !(s->flags & BORA_PARAM_NO_DECAY),
                                s->name,

@@ -78,12 +78,24 @@ typedef struct trainer {
     int force;
     /* data parallel (parallel.c): this process's rank of world (1: a plain run) */
     int rank, world;
-    int dp_stop;           /* a rank was interrupted: every rank stops after this step */
-    bora_buffer *dp_acc;   /* this rank's slice of the step's summed gradients */
-    void *dp_zero;         /* zeros, the slice's bytes */
-    size_t dp_count;       /* the gradient block's f32 elements */
-    double *dp_rows;       /* the step's per-micro-batch loss and metrics, of every rank */
-    double dp_comm_s;      /* the last step's time in the gradients' collectives */
+    int dp_stop;         /* a rank was interrupted: every rank stops after this step */
+    bora_buffer *dp_acc; /* this rank's slice of the step's summed gradients */
+    void *dp_zero;       /* zeros, the slice's bytes */
+    size_t dp_count;     /* the gradient block's f32 elements */
+    double *dp_rows;     /* the step's per-micro-batch loss and metrics, of every rank */
+    double dp_comm_s;    /* the last step's time in the gradients' collectives */
+    /* trainer.shard_optimizer (zero.c): whether this run shards the optimizer (several
+     * processes), who owns each parameter, and where each rank's parameters start */
+    int shard, zero;
+    unsigned char *zero_owned; /* per parameter: this rank's */
+    int *zero_owner;           /* per parameter: its rank */
+    size_t *zero_bounds;       /* world + 1 byte offsets: rank r's parameters are [b_r, b_r+1) */
+    size_t *zero_nsq;          /* per rank: its trainable parameters (norm parts) */
+    size_t *zero_local;        /* per parameter: its index among its rank's trainable ones */
+    double *zero_buf;          /* the step's gathered norm parts and reports */
+    struct tr_report *zero_reports; /* every rank's reports, in one process's order */
+    int64_t *zero_order;            /* ... as (rank, index) into zero_buf's reports */
+    size_t zero_total_reports, zero_max_sq, zero_max_rep;
     int64_t cache_workers; /* bora cache --workers */
     int cache_rebuild;     /* bora cache --rebuild */
 } trainer;
@@ -121,6 +133,22 @@ bora_status tr_dp_sync(trainer *t, int64_t *start);
  * micro-batch order, the apply graph. */
 bora_status tr_dp_step(trainer *t, int64_t step, double lr, double *loss, double *norm);
 void tr_dp_free(trainer *t);
+
+/* zero.c: trainer.shard_optimizer over the process group */
+/* Decide who owns which parameter and build the sharded apply graph (in build, before the store
+ * is materialised); t->zero says whether the run shards. */
+bora_status tr_zero_build(trainer *t);
+/* After build: every rank's reports' places, the memory line. */
+bora_status tr_zero_setup(trainer *t);
+/* The step's apply: the norm from every rank's parts, this rank's update, the parameters
+ * gathered; *norm and the optimizer metrics as one process would have them. */
+bora_status tr_zero_apply(trainer *t, int64_t step, double lr, double *norm);
+/* Around a checkpoint: rank 0 gets the whole state on the host (store->state_host) to save, or
+ * to load into before tr_zero_scatter gives every rank its share. */
+bora_status tr_zero_gather(trainer *t);
+bora_status tr_zero_host_state(trainer *t);
+bora_status tr_zero_scatter(trainer *t);
+void tr_zero_free(trainer *t);
 /* trainer.c: the backend, model and graphs (eval_only: the eval graph alone), the store
  * materialised. */
 bora_status tr_build(trainer *t, bora_config *root);

@@ -5,6 +5,7 @@
 #include "../util/log.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 bora_status tr_metrics_report(bora_graph *g, const bora_param_update *u, int32_t metric,
@@ -32,6 +33,22 @@ bora_status tr_metrics_report(bora_graph *g, const bora_param_update *u, int32_t
                               "0-d value",
                               r->ops->hdr.name, d->name, (int)g->api->ndim(value));
     tr_metrics *m = r->metrics;
+    if (m->each) {
+        if (m->n_reports == m->cap_reports) {
+            size_t cap = m->cap_reports ? 2 * m->cap_reports : 64;
+            struct tr_report *grown = realloc(m->reports, cap * sizeof *grown);
+            if (!grown)
+                return bora_error_set(BORA_ERR_NOMEM, "out of memory");
+            m->reports = grown, m->cap_reports = cap;
+        }
+        bora_tensor *v =
+            g->api->dtype(value) == BORA_DTYPE_F64 ? value : g->api->cast(g, value, BORA_DTYPE_F64);
+        /* an update's reports are one rank's, in the order made (the index after the key) */
+        m->reports[m->n_reports] =
+            (struct tr_report){v, r->key, r->group, metric, (double)r->elements};
+        m->n_reports++;
+        return bora_graph_status(g);
+    }
     size_t i = 0;
     while (i < m->n && strcmp(m->m[i].name, d->name) != 0)
         i++;
@@ -56,8 +73,52 @@ bora_status tr_metrics_report(bora_graph *g, const bora_param_update *u, int32_t
     return bora_graph_status(g);
 }
 
+void tr_metrics_free(tr_metrics *m)
+{
+    free(m->reports);
+    m->reports = NULL;
+    m->n_reports = m->cap_reports = 0;
+}
+
+gval *tr_concat(bora_graph *gp, const char *axis, size_t n, gval **parts)
+{
+    /* concat takes at most 8 at a time: runs of 8 joined, then the runs, and so on */
+    while (n > 1) {
+        size_t m = 0;
+        for (size_t at = 0; at < n; at += 8) {
+            size_t k = n - at < 8 ? n - at : 8;
+            parts[m++] = k == 1 ? parts[at] : gp->api->concat(gp, axis, (int32_t)k, parts + at);
+        }
+        n = m;
+    }
+    return n ? parts[0] : NULL;
+}
+
+/* first and every report, as one 1-d f64 vector */
+static gval *each_output(g_graph *g, tr_metrics *m, gval *first)
+{
+    bora_graph *gp = &g->pub;
+    size_t n = m->n_reports + (first != NULL);
+    bora_tensor **parts = calloc(n ? n : 1, sizeof *parts);
+    if (!parts) {
+        g_fail(g, "out of memory");
+        return NULL;
+    }
+    size_t k = 0;
+    bora_axis one = {"metric", 1};
+    if (first)
+        parts[k++] = gp->api->broadcast(gp, first, one);
+    for (size_t i = 0; i < m->n_reports; i++)
+        parts[k++] = gp->api->broadcast(gp, m->reports[i].value, one);
+    gval *out = tr_concat(gp, "metric", n, parts);
+    free(parts);
+    return out ? gp->api->contiguous(gp, out) : NULL;
+}
+
 gval *tr_metrics_output(g_graph *g, tr_metrics *m, gval *first)
 {
+    if (m && m->each)
+        return m->n_reports || !first ? each_output(g, m, first) : first;
     if (!m || m->n == 0)
         return first;
     bora_graph *gp = &g->pub;

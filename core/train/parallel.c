@@ -57,6 +57,8 @@ bora_status tr_dp_setup(trainer *t)
     if (bops->group_join(t->be, bora_dist_group()) != BORA_OK)
         return bora_error_set(BORA_ERR_UNSUPPORTED, "backend %s: %s", t->be_entry->ops->name,
                               bora_error_get());
+    if (t->zero && tr_zero_setup(t) != BORA_OK)
+        return BORA_ERR_IO;
     t->dp_count = s->param_bytes / sizeof(float);
     size_t slice = t->dp_count / (size_t)t->world + (t->dp_count % (size_t)t->world != 0);
     size_t values = 1 + t->model_metrics.n, rows;
@@ -101,7 +103,9 @@ bora_status tr_dp_sync(trainer *t, int64_t *start)
     size_t params = s->param_bytes / sizeof(float);
     if (st == BORA_OK)
         st = bops->broadcast(t->be, s->param_ptr, params, BORA_DTYPE_F32, 0);
-    if (st == BORA_OK && s->n_states)
+    if (st == BORA_OK && t->zero) /* each rank its share of rank 0's */
+        st = tr_zero_scatter(t);
+    else if (st == BORA_OK && s->n_states)
         st = bops->broadcast(t->be, s->state_ptr, params * s->n_states, BORA_DTYPE_F32, 0);
     if (st != BORA_OK)
         return bora_error_set(st, "taking rank 0's parameters: %s", bora_error_get());
@@ -216,8 +220,12 @@ bora_status tr_dp_step(trainer *t, int64_t step, double lr, double *loss, double
         return BORA_ERR_INVALID;
     t->n_step_metrics = 0;
     size_t n_opt = 0;
-    st = bora_apply_step(&t->apply, step, lr, norm, t->step_metrics, &n_opt);
-    t->n_step_metrics = n_opt;
+    if (t->zero) /* a sharded optimizer: zero.c */
+        st = tr_zero_apply(t, step, lr, norm);
+    else {
+        st = bora_apply_step(&t->apply, step, lr, norm, t->step_metrics, &n_opt);
+        t->n_step_metrics = n_opt;
+    }
     if (st != BORA_OK)
         return bora_error_set(st, "step %" PRId64 ": %s", step, bora_error_get());
     if (!isfinite(*norm) && t->crash_on_nan)

@@ -228,6 +228,7 @@ static int ignorable(const char *path)
                                        "trainer.id",
                                        "trainer.load_checkpoint",
                                        "trainer.crash_on_nan",
+                                       "trainer.shard_optimizer",
                                        "data.cache_dir",
                                        "trainer.initialize_from_hf",
                                        "data.cache_workers",

@@ -186,6 +186,7 @@ static bora_status read_settings(trainer *t, bora_config *root)
     bora_cfg_int(tr, "per_device_parallelism", -1, &t->micro);
     bora_cfg_int(tr, "seed", 0, &t->seed);
     bora_cfg_bool(tr, "crash_on_nan", 1, &t->crash_on_nan);
+    bora_cfg_bool(tr, "shard_optimizer", 0, &t->shard);
     bora_cfg_int(tr, "steps_per_eval", 1000, &t->steps_per_eval);
     bora_cfg_int(tr, "max_eval_batches", -1, &t->max_eval_batches);
     int64_t wer_clips = 100;

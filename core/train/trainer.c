@@ -147,7 +147,9 @@ static bora_status state_memory(trainer *t, bora_config *root, size_t *rows)
 {
     const g_store *s = t->store;
     size_t p = s->param_bytes, state, rows_bytes, other, total;
-    int over = __builtin_mul_overflow(p, s->n_states ? s->n_states : 1, &state);
+    /* a sharded optimizer's: this rank's share */
+    int over =
+        __builtin_mul_overflow(g_store_state_block(s), s->n_states ? s->n_states : 1, &state);
     over |= __builtin_mul_overflow((size_t)t->batch, (size_t)t->seq_len, rows);
     over |= __builtin_mul_overflow(*rows, 3 * sizeof(int32_t), &rows_bytes);
     /* an audio model's: the step's clips' features, held by the host */
@@ -297,8 +299,11 @@ static bora_status build(trainer *t, bora_config *root)
                              t->sched.peak, t->store, &t->groups) != BORA_OK)
         return BORA_ERR_CONFIG;
     t->apply_built = 1; /* freed whatever the build's outcome */
-    if (bora_apply_build_groups(t->store, t->groups.n, t->groups.apply, t->groups.group_of,
-                                t->max_grad_norm, &t->apply) != BORA_OK)
+    if (t->world > 1 && t->shard) {
+        if (tr_zero_build(t) != BORA_OK)
+            return BORA_ERR_INVALID;
+    } else if (bora_apply_build_groups(t->store, t->groups.n, t->groups.apply, t->groups.group_of,
+                                       t->max_grad_norm, &t->apply) != BORA_OK)
         return BORA_ERR_INVALID; /* the message names the optimizer or group */
     bora_hessian_spec hs;
     unsigned char *wants = calloc(t->apply.n_groups ? t->apply.n_groups : 1, 1);
@@ -306,6 +311,13 @@ static bora_status build(trainer *t, bora_config *root)
         return bora_error_set(BORA_ERR_NOMEM, "out of memory");
     int want = bora_hessian_wanted(&t->apply, &hs, wants);
     bora_status hst = want < 0 ? BORA_ERR_INVALID : BORA_OK;
+    if (want > 0 && t->world > 1) { /* as tr_dp_setup says, before a sharded graph is met */
+        free(wants);
+        return bora_error_set(BORA_ERR_UNSUPPORTED,
+                              "optimizer %s: its second-order estimate is not split among "
+                              "processes yet; train it on one process",
+                              t->opt_entry->ops->name);
+    }
     if (want > 0) {
         t->hess_built = 1; /* freed whatever the build's outcome */
         hst = bora_hessian_build(&t->hess, t->store, mops, t->model, t->micro, &t->apply,
@@ -662,6 +674,14 @@ static int run_loop(trainer *t, int64_t start)
         int stop = t->world > 1 ? t->dp_stop : tr_interrupted();
         int due = step == t->steps || tr_permanent(t, step) ||
                   bora_now_s() - last_save >= t->save_interval || stop;
+        /* a sharded optimizer: rank 0's clock decides, and every rank sends it its share */
+        if (t->zero &&
+            ((st = bora_dist_broadcast(&due, sizeof due, 0, "whether to save")) != BORA_OK ||
+             (due && (st = tr_zero_gather(t)) != BORA_OK))) {
+            tr_end_live_line(t);
+            bora_log(BORA_LOG_ERROR, "checkpoint: %s", bora_error_get());
+            return 1;
+        }
         if (due && !t->rank) {
             if ((st = tr_save(t, step)) != BORA_OK) {
                 tr_end_live_line(t);
@@ -674,6 +694,10 @@ static int run_loop(trainer *t, int64_t start)
             snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, step);
             snprintf(name, sizeof name, "step-%" PRId64, step);
             bora_tracklog_artifact(t->log, dir, name, "checkpoint");
+        }
+        if (t->zero) {
+            free(t->store->state_host);
+            t->store->state_host = NULL;
         }
         if (stop) {
             tr_end_live_line(t);
@@ -755,6 +779,7 @@ void tr_teardown(trainer *t)
         bora_hessian_free(&t->hess);
     if (t->be_entry)
         tr_dp_free(t);
+    tr_zero_free(t);
     bora_eval_free(t->eval);
     bora_transcriber_free(t->wer);
     bora_loader_free(t->val);
@@ -857,6 +882,9 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     printf("batch %lld x %lld tokens (%lld micro-batch%s of %lld), %lld steps\n",
            (long long)t.batch, (long long)t.seq_len, (long long)(t.batch / t.micro),
            t.batch / t.micro == 1 ? "" : "es", (long long)t.micro, (long long)t.steps);
+    if (t.shard && t.world == 1)
+        printf("trainer.shard_optimizer: one process, nothing to share: it keeps the whole "
+               "optimizer state\n");
     if (t.eval)
         printf("eval every %lld steps and at the end on %lld validation sequences\n",
                (long long)t.steps_per_eval,
@@ -867,7 +895,9 @@ int bora_train(bora_cfg *cfg, bora_registry *reg, const bora_train_opts *opts)
     if (!t.rank)
         model_flops(&t, root, values - frozen);
     int64_t start = 0;
-    if ((!t.rank && tr_restore(&t, &start) != BORA_OK) ||
+    /* a sharded optimizer: rank 0 reads the whole state into host memory, tr_dp_sync shares it */
+    if ((t.zero && !t.rank && tr_zero_host_state(&t) != BORA_OK) ||
+        (!t.rank && tr_restore(&t, &start) != BORA_OK) ||
         (t.world > 1 && tr_dp_sync(&t, &start) != BORA_OK)) {
         bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
         goto out;

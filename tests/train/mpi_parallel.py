@@ -17,9 +17,20 @@ under BORA_DIST_TIMEOUT_S=2: rank 0 must give up within 60 s with a message nami
 Skipped (exit 77) where mpirun is absent. Runs as root with --allow-run-as-root, and always with
 --oversubscribe (2 ranks of 1 thread on a 2-core machine).
 
+Modes bitwise-shard and kill-shard are the same with the 2-rank runs under
+trainer.shard_optimizer (ZeRO-1: each rank keeps and updates its share of the optimizer state,
+then the parameters are gathered; the bitwise mode's one process takes the key too and must say
+it has nothing to share) and optimizer.max_grad_norm 0.05, so that every step clips
+(the global gradient norm made from every rank's parts): the same bits again, and a sharded run
+killed resumes sharded at 2 ranks and unsharded at 1 process (and one process's run sharded at
+2), the checkpoints holding the whole state once.
+
 With DATA (a data: section) the runs read it instead of TEXT with TOKENIZER (an audio
 dataset: each rank reads its micro-batches' clips), and with EXTRA_PLUGIN_DIR bora searches it
 for plugins too (a test model's).
+
+MPI_OPTIMIZER in the environment replaces the optimizer's keys (a Muon with AdamW groups: whole
+matrices per rank under sharding).
 
 usage: mpi_parallel.py MODE BORA PLUGIN_DIR TOKENIZER TEXT WORK_DIR [MP [MODEL [DATA
                        [EXTRA_PLUGIN_DIR]]]]
@@ -34,11 +45,15 @@ import sys
 import time
 
 mode, bora, plugin_dir, tokenizer, text, work = sys.argv[1:7]
+shard = mode.endswith("-shard")
+mode = mode.removesuffix("-shard")
 mp = sys.argv[7] if len(sys.argv) > 7 and sys.argv[7] else "p=f32,c=f32"
 model = (sys.argv[8] if len(sys.argv) > 8 and sys.argv[8] else
          "{type: gpt2, seq_len: 32, hidden_dim: 32, num_layers: 2, num_heads: 2}")
 data = (sys.argv[9] if len(sys.argv) > 9 and sys.argv[9] else
         f"{{train_urls: [{text}], tokenizer: {tokenizer}}}")
+# MPI_OPTIMIZER: the optimizer: section's keys (AdamW's by default)
+optimizer = os.environ.get("MPI_OPTIMIZER", "type: adamw, learning_rate: 3e-3, warmup: 4")
 extra_plugins = ["--plugin-dir", sys.argv[10]] if len(sys.argv) > 10 else []
 mpirun = shutil.which("mpirun")
 if not mpirun:
@@ -55,7 +70,7 @@ STEPS = 24 if mode == "bitwise" else 40
 config = os.path.join(work, "run.yaml")
 with open(config, "w") as f:
     f.write(f"""model: {model}
-optimizer: {{type: adamw, learning_rate: 3e-3, warmup: 4}}
+optimizer: {{{optimizer}{", max_grad_norm: 0.05" if shard else ""}}}
 data: {data}
 trainer:
   num_train_steps: {STEPS}
@@ -75,6 +90,10 @@ def command(run_id, ranks, *extra):
     cmd = [bora, "--plugin-dir", plugin_dir, *extra_plugins, "train", config, f"--trainer.id={run_id}",
            f"--trainer.tracker={{type: jsonl, path: {work}/{run_id}.jsonl}}", *extra]
     # ranks 0: a plain process, no mpirun at all
+    # sharded at 2 ranks; the bitwise mode's one process has the key too (nothing to share), the
+    # kill mode's has not (a checkpoint is the same either way)
+    if shard and (ranks > 1 or mode == "bitwise"):
+        cmd.append("--trainer.shard_optimizer=true")
     return cmd if ranks == 0 else launch + ["-np", str(ranks), "-x", "BORA_NO_PROGRESS",
                                             "-x", "BORA_TEST_TAG"] + cmd
 
@@ -194,10 +213,18 @@ def hit_rank(run_id, ranks, marker, sig, timeout_env=None):
 if mode == "bitwise":
     for batch in (8, 16):
         one, two = f"one-{batch}", f"two-{batch}"
-        run_to_end(one, 0, f"--trainer.train_batch_size={batch}")
+        out = run_to_end(one, 0, f"--trainer.train_batch_size={batch}")
+        if shard and "one process, nothing to share" not in out:
+            sys.exit(f"{one} did not say that one process has nothing to share:\n{out}")
         out = run_to_end(two, 2, f"--trainer.train_batch_size={batch}")
         if "data parallel: 2 processes" not in out:
             sys.exit(f"{two} did not run as 2 processes:\n{out}")
+        if shard and "zero: optimizer state sharded over 2 ranks" not in out:
+            sys.exit(f"{two} did not shard its optimizer state:\n{out}")
+        if shard:
+            norms = [float(m["optim/grad_norm"]) for m in metrics(one).values()]
+            if min(norms) <= 0.05:
+                sys.exit(f"{one}: a step did not clip (gradient norms {norms})")
         same_checkpoint(one, two)
         a, b = metrics(one), metrics(two)
         if sorted(a) != list(range(1, STEPS + 1)) or a != b:
@@ -205,7 +232,9 @@ if mode == "bitwise":
             print(f"FAIL: batch {batch}: the logged loss or optimizer metrics differ at steps "
                   f"{bad[:5]}: {a.get(bad[0]) if bad else None} vs {b.get(bad[0]) if bad else None}")
             failures += 1
-        print(f"batch {batch} ({batch // 8} micro-batch(es) per rank): 2 ranks = 1 process")
+        optim = sorted({k for m in a.values() for k in m if k.startswith("optim/")})
+        print(f"batch {batch} ({batch // 8} micro-batch(es) per rank): 2 ranks = 1 process "
+              f"({', '.join(optim)})")
 elif mode == "kill":
     run_to_end("reference", 0)
     out, rc, waited = hit_rank("killed", 2, "step 12/", signal.SIGKILL)
