@@ -129,7 +129,7 @@ gval *tr_metrics_output(g_graph *g, tr_metrics *m, gval *first)
         parts[n++] = gp->api->broadcast(gp, first, one);
     for (size_t i = 0; i < m->n; i++)
         parts[n++] = gp->api->broadcast(gp, m->m[i].sum, one);
-    gval *out = gp->api->concat(gp, "metric", n, parts);
+    gval *out = tr_concat(gp, "metric", (size_t)n, parts);
     return out ? gp->api->contiguous(gp, out) : NULL;
 }
 

@@ -216,24 +216,19 @@ static char *trainer_json(const trainer *t, int64_t step)
     return text;
 }
 
-/* Configuration keys that change nothing a step computes: who logs, where checkpoints go, and
+/* Configuration keys that change nothing a step computes: who logs, where checkpoints go, how
+ * many clips an evaluation transcribes, and
  * how the token cache is kept (where, by how many threads, whether rebuilt: the data record
  * holds the digest of its content). */
 static int ignorable(const char *path)
 {
     if (!strncmp(path, "config.", 7))
         path += 7;
-    static const char *const keys[] = {"trainer.tracker",
-                                       "trainer.checkpointer",
-                                       "trainer.id",
-                                       "trainer.load_checkpoint",
-                                       "trainer.crash_on_nan",
-                                       "trainer.shard_optimizer",
-                                       "data.cache_dir",
-                                       "trainer.initialize_from_hf",
-                                       "data.cache_workers",
-                                       "data.cache_rebuild",
-                                       NULL};
+    static const char *const keys[] = {
+        "trainer.tracker",         "trainer.checkpointer", "trainer.id",
+        "trainer.load_checkpoint", "trainer.crash_on_nan", "trainer.shard_optimizer",
+        "trainer.eval_wer_clips",  "data.cache_dir",       "trainer.initialize_from_hf",
+        "data.cache_workers",      "data.cache_rebuild",   NULL};
     for (const char *const *k = keys; *k; k++) {
         size_t n = strlen(*k);
         if (!strncmp(path, *k, n) && (path[n] == 0 || path[n] == '.' || path[n] == '['))

@@ -659,28 +659,30 @@ static int run_loop(trainer *t, int64_t start)
             bora_tracklog_log(t->log, step, t->step_metrics, t->n_step_metrics);
         if (t->model_metrics.n)
             bora_tracklog_log(t->log, step, t->model_metrics.out, t->model_metrics.n);
-        /* With several processes, rank 0 alone evaluates, logs and saves (the others go on to
-         * the next step and wait for it there). */
-        if (t->eval && !t->rank && (step % t->steps_per_eval == 0 || step == t->steps)) {
+        /* read once: a signal between the save decision and the exit would skip the save; with
+         * several processes, the ranks agreed on it in the step */
+        int stop = t->world > 1 ? t->dp_stop : tr_interrupted();
+        int due = step == t->steps || tr_permanent(t, step) ||
+                  bora_now_s() - last_save >= t->save_interval || stop;
+        int eval_due = t->has_val && (step % t->steps_per_eval == 0 || step == t->steps);
+        /* With several processes, rank 0's clock decides (before it evaluates, so that no rank
+         * waits on it with a deadline meanwhile), and with a sharded optimizer every rank sends
+         * it its share of the state */
+        if (t->world > 1 &&
+            ((st = bora_dist_broadcast(&due, sizeof due, 0, "whether to save")) != BORA_OK ||
+             (t->zero && due && (st = tr_zero_gather(t)) != BORA_OK))) {
+            tr_end_live_line(t);
+            bora_log(BORA_LOG_ERROR, "checkpoint: %s", bora_error_get());
+            return 1;
+        }
+        /* rank 0 alone evaluates, logs and saves */
+        if (t->eval && !t->rank && eval_due) {
             if (run_eval(t, step, &t->last_eval) != BORA_OK) {
                 tr_end_live_line(t);
                 bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
                 return 1;
             }
             have_eval = 1;
-        }
-        /* read once: a signal between the save decision and the exit would skip the save; with
-         * several processes, the ranks agreed on it in the step */
-        int stop = t->world > 1 ? t->dp_stop : tr_interrupted();
-        int due = step == t->steps || tr_permanent(t, step) ||
-                  bora_now_s() - last_save >= t->save_interval || stop;
-        /* a sharded optimizer: rank 0's clock decides, and every rank sends it its share */
-        if (t->zero &&
-            ((st = bora_dist_broadcast(&due, sizeof due, 0, "whether to save")) != BORA_OK ||
-             (due && (st = tr_zero_gather(t)) != BORA_OK))) {
-            tr_end_live_line(t);
-            bora_log(BORA_LOG_ERROR, "checkpoint: %s", bora_error_get());
-            return 1;
         }
         if (due && !t->rank) {
             if ((st = tr_save(t, step)) != BORA_OK) {
@@ -694,6 +696,15 @@ static int run_loop(trainer *t, int64_t start)
             snprintf(dir, sizeof dir, "%s/step-%" PRId64, t->run_dir, step);
             snprintf(name, sizeof name, "step-%" PRId64, step);
             bora_tracklog_artifact(t->log, dir, name, "checkpoint");
+        }
+        /* the others wait for rank 0's evaluation and save however long they take; rank 0
+         * waits for them with the deadline, so a rank that stopped is still named */
+        if (t->world > 1 && (due || eval_due) &&
+            (st = bora_dist_barrier("rank 0's evaluation and checkpoint",
+                                    t->rank ? 0 : bora_dist_get()->timeout_s)) != BORA_OK) {
+            tr_end_live_line(t);
+            bora_log(BORA_LOG_ERROR, "%s", bora_error_get());
+            return 1;
         }
         if (t->zero) {
             free(t->store->state_host);

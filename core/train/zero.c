@@ -146,6 +146,28 @@ bora_status tr_zero_setup(trainer *t)
     free(counts);
     if (st != BORA_OK)
         return st;
+    /* what one process's graph refuses when built, refused here from every rank's reports
+     * (every rank sees them all, so every rank refuses) */
+    const char *names[TR_MAX_METRICS];
+    int32_t reduce[TR_MAX_METRICS];
+    size_t n_names = 0;
+    for (size_t k = 0; k < total; k++) {
+        const struct tr_report *rp = &t->zero_reports[k];
+        const bora_optimizer_metric *d = &a->groups[rp->group].ops->metrics[rp->metric];
+        size_t i = 0;
+        while (i < n_names && strcmp(names[i], d->name) != 0)
+            i++;
+        if (i == n_names) {
+            if (n_names == TR_MAX_METRICS)
+                return bora_error_set(BORA_ERR_INVALID, "more than %d optimizer metrics",
+                                      TR_MAX_METRICS);
+            names[n_names] = d->name, reduce[n_names++] = d->reduce;
+        } else if (reduce[i] != d->reduce)
+            return bora_error_set(BORA_ERR_INVALID,
+                                  "optimizer metric '%s' is reported with two different "
+                                  "reductions",
+                                  d->name);
+    }
     /* the memory it saves: each rank's optimizer state, against every rank's whole copy */
     const g_store *s = t->store;
     if (!t->rank) {
@@ -182,7 +204,7 @@ static size_t combine_metrics(trainer *t, const double *values, bora_metric *out
             i++;
         if (i == n) {
             if (n == TR_MAX_METRICS)
-                continue; /* refused when the graph was built */
+                continue; /* refused by tr_zero_setup */
             m[n].name = d->name, m[n].reduce = d->reduce, m[n].sum = v, m[n].elements = 0;
             n++;
         } else

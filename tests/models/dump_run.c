@@ -50,6 +50,10 @@ int dump_load_weights(g_store *store, const char *dir)
 g_graph *dump_build(dump_run *r, int mode, int64_t B, const char *model, bora_tensor **out)
 {
     g_graph *g = g_graph_new(r->store, mode);
+    if (!g) {
+        fprintf(stderr, "%s: out of memory\n", dump_prog);
+        return NULL;
+    }
     g->batch = B;
     if (r->mops->build(r->m, &g->pub, mode, out)) {
         dump_fail("build");

@@ -2,7 +2,8 @@
  * each reduction, for the tests of how the host sums optimizer metrics (train.mpi_metrics_shard:
  * a sharded run's sums must be one process's bits). The update: b <- 0.9·b + g, p <- p - lr·b.
  * Reports: optim/grad_sq (a norm: Σg² in the update), optim/param_mean (a mean over elements:
- * Σp after the update) and optim/momentum_sum (a sum: Σb after the update). */
+ * of b after the update, as the parameter itself is not read after its assign in the same graph)
+ * and optim/momentum_sum (a sum: Σb after the update). */
 #include <bora/optimizer.h>
 
 typedef struct metric_sgd {

@@ -122,6 +122,15 @@ json.dump(d, open(sys.argv[1], "w"))
 PY
 expect 0 "resuming run old from $work/ckpt/old/step-2" run.yaml --trainer.id=old \
     --trainer.num_train_steps=2 --optimizer.type=adamw --optimizer.groups='[]'
+# nor does one from before trainer.eval_wer_clips (how many clips an evaluation transcribes)
+/usr/bin/python3 - "$work/ckpt/old/step-2/trainer.json" <<'PY' || fail "cannot edit trainer.json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+del d["config"]["trainer"]["eval_wer_clips"]
+json.dump(d, open(sys.argv[1], "w"))
+PY
+expect 0 "resuming run old from $work/ckpt/old/step-2" run.yaml --trainer.id=old \
+    --trainer.num_train_steps=2 --optimizer.type=adamw --optimizer.groups='[]'
 
 # Sophia-H on the matrices with an AdamW group for the vectors: the estimate on steps 1 and 3
 # for the base's parameters only, its metrics logged (the estimate's norm on estimate steps)
