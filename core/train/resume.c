@@ -217,9 +217,8 @@ static char *trainer_json(const trainer *t, int64_t step)
 }
 
 /* Configuration keys that change nothing a step computes: who logs, where checkpoints go, how
- * many clips an evaluation transcribes, and
- * how the token cache is kept (where, by how many threads, whether rebuilt: the data record
- * holds the digest of its content). */
+ * many clips an evaluation transcribes, and how the token cache is kept (where, by how many
+ * threads, whether rebuilt: the data record holds the digest of its content). */
 static int ignorable(const char *path)
 {
     if (!strncmp(path, "config.", 7))
