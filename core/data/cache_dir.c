@@ -59,11 +59,19 @@ bora_status bora_cache_dir_lock(const char *dir, int *fd)
     *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (*fd < 0)
         return bora_error_set(BORA_ERR_IO, "%s: %s", path, strerror(errno));
-    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+        return BORA_OK;
+    int err = errno;
+    if (err == EWOULDBLOCK) {
         bora_log(BORA_LOG_INFO, "data: waiting for another bora building the cache in %s", dir);
-        while (flock(*fd, LOCK_EX) != 0 && errno == EINTR)
+        while ((err = flock(*fd, LOCK_EX) != 0 ? errno : 0) == EINTR)
             ;
     }
+    if (err) /* a file system without locks: shards are written whole and renamed anyway */
+        bora_log(BORA_LOG_WARN,
+                 "data: cannot lock %s (%s): building without the lock; another process building "
+                 "the same cache at once would repeat the work",
+                 path, strerror(err));
     return BORA_OK;
 }
 

@@ -15,7 +15,8 @@
 bora_status bora_cache_dir_make(const char *dir, const char *kind, uint64_t key, char *out,
                                 size_t cap);
 /* Take dir/lock, waiting (and saying so) while another process builds there; *fd holds it
- * until closed. */
+ * until closed. On a file system without locks it warns and goes on (shards are written whole
+ * and renamed, so two builders repeat work but corrupt nothing). */
 bora_status bora_cache_dir_lock(const char *dir, int *fd);
 /* Remove dir's temporary files (NAME.tmp.PID), and with all its shards, ledger and meta too. */
 void bora_cache_dir_clean(const char *dir, int all);
