@@ -127,6 +127,37 @@ static void bench_rms_norm(const char *dir, int threads, int runs, int64_t R, in
     rig_close(&r);
 }
 
+/* GELU with erf (Whisper's activation) in f32 on Whisper-tiny's MLP at batch 4 of 30 s: 4 x 1500
+ * frames x 1536, forward and its gradient (ACT_GRAD, unfused so that its node has a clock). */
+static void bench_gelu(const char *dir, int threads, int runs)
+{
+    enum { R = 4 * 1500, D = 1536 };
+    setenv("BORA_NO_FUSION", "1", 1);
+    rig r;
+    rig_open(&r, dir, threads, 1);
+    g_graph *g = g_graph_new(r.store, BORA_MODE_TRAIN);
+    bora_graph *gp = &g->pub;
+    bora_axis xa[2] = {AX("r", R), AX("d", D)};
+    bora_tensor *x = bora_param(gp, "x", BORA_DTYPE_F32, 2, xa, bora_init_normal(1.0), 0);
+    const char *names[2] = {"r", "d"};
+    bora_tensor *loss = loss_of(gp, bora_unary(gp, BORA_OP_GELU_EXACT, x), 2, names);
+    g->output = loss;
+    if (!loss || g_autodiff(g, loss) != BORA_OK || g_finalize(g) != BORA_OK ||
+        g_store_materialize(r.store) != BORA_OK) {
+        fprintf(stderr, "bench_kernels: gelu: %s\n", g->error);
+        exit(1);
+    }
+    fill_w(g, (int64_t)R * D);
+    double fl, bl, f = node_ms(g, BORA_OP_GELU_EXACT, runs, &fl);
+    double b = node_ms(g, BORA_OP_ACT_GRAD, runs, &bl);
+    printf("gelu (erf) f32 %dx%d, %d threads: forward %.2f ms, backward %.2f ms; least %.2f and "
+           "%.2f\n",
+           R, D, threads, f, b, fl, bl);
+    g_graph_free(g);
+    rig_close(&r);
+    unsetenv("BORA_NO_FUSION");
+}
+
 /* Whisper-tiny's audio stem in f32, batch 4 of 30 s: conv1 80 -> 384 channels over 3000 frames
  * (K 3, pad 1), conv2 384 -> 384 (K 3, stride 2, pad 1); forward, and the input and weight
  * gradients. bench/kernels/torch_conv1d.py times PyTorch's conv1d on the same shapes. */
@@ -177,6 +208,7 @@ int main(int argc, char **argv)
     bench_attention(argv[1], threads, runs);
     bench_rms_norm(argv[1], threads, runs, 2048, 1024);
     bench_rms_norm(argv[1], threads, runs, 2048, 768);
+    bench_gelu(argv[1], threads, runs);
     bench_conv1d(argv[1], threads, runs, 80, 1);
     bench_conv1d(argv[1], threads, runs, 384, 2);
     return 0;

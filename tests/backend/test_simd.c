@@ -1,6 +1,7 @@
 /* tests/backend/test_simd.c — the CPU backend's vectorised f32 loops (plugins/backends/cpu/
  * simd_t.h) against double-precision references: exp and tanh within 2 ulp over their whole
- * range and exact at the special values; the activations, their gradients, sums and the
+ * range and exact at the special values; the activations (GELU with erf among them), their
+ * gradients, sums and the
  * cross-entropy gradient within stated tolerances; the arithmetic loops (an array or a scalar as
  * either operand) bitwise equal to one C operation per element; the bfloat16 conversions
  * (nearest, ties to even, NaN kept, overflow to infinity) against a reference that picks the
@@ -97,6 +98,7 @@ static double ref_unary(int op, double x)
     case BORA_OP_SIGMOID: return 1 / (1 + exp(-x));
     case BORA_OP_RELU: return x > 0 ? x : 0;
     case BORA_OP_SILU: return x / (1 + exp(-x));
+    case BORA_OP_GELU_EXACT: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
     default: /* GELU_TANH */
         return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     }
@@ -110,8 +112,8 @@ static double ref_grad(int op, double x, double dy)
 
 static void check_activations(const cpu_simd *s)
 {
-    static const int ops[] = {BORA_OP_NEG,  BORA_OP_EXP,  BORA_OP_TANH,     BORA_OP_SIGMOID,
-                              BORA_OP_RELU, BORA_OP_SILU, BORA_OP_GELU_TANH};
+    static const int ops[] = {BORA_OP_NEG,  BORA_OP_EXP,  BORA_OP_TANH,      BORA_OP_SIGMOID,
+                              BORA_OP_RELU, BORA_OP_SILU, BORA_OP_GELU_TANH, BORA_OP_GELU_EXACT};
     enum { N = 4099 }; /* not a multiple of 16: the tail is checked too */
     float x[N], y[N], dy[N], g[N];
     for (int i = 0; i < N; i++) {
@@ -145,7 +147,12 @@ static void check_activations(const cpu_simd *s)
     }
     /* ops without a vector loop say so */
     CHECK(!s->unary(BORA_OP_LOG, y, x, 1));
-    CHECK(!s->act_grad(BORA_OP_GELU_EXACT, g, x, dy, 1));
+    CHECK(!s->act_grad(BORA_OP_EXP, g, x, dy, 1));
+    /* GELU with erf at its special values: 0, x far above 0, 0 far below, NaN */
+    CHECK(one(s, BORA_OP_GELU_EXACT, 0.0f) == 0.0f);
+    CHECK(one(s, BORA_OP_GELU_EXACT, 20.0f) == 20.0f && one(s, BORA_OP_GELU_EXACT, 1e30f) == 1e30f);
+    CHECK(one(s, BORA_OP_GELU_EXACT, -20.0f) == 0.0f);
+    CHECK(isnan(one(s, BORA_OP_GELU_EXACT, NAN)));
     CHECK(s->unary(BORA_OP_TANH, NULL, NULL, 0) && !s->unary(BORA_OP_LOG, NULL, NULL, 0));
     CHECK(s->act_grad(BORA_OP_SILU, NULL, NULL, NULL, 0));
 }
@@ -350,8 +357,8 @@ static void check_same_bits(const cpu_simd *a, const cpu_simd *b)
         x[i] = uniform(-20.0f, 20.0f);
         dy[i] = uniform(-1.0f, 1.0f);
     }
-    static const int ops[] = {BORA_OP_EXP, BORA_OP_TANH, BORA_OP_SIGMOID, BORA_OP_SILU,
-                              BORA_OP_GELU_TANH};
+    static const int ops[] = {BORA_OP_EXP,  BORA_OP_TANH,      BORA_OP_SIGMOID,
+                              BORA_OP_SILU, BORA_OP_GELU_TANH, BORA_OP_GELU_EXACT};
     /* every length to 40 (each tail size, whole vectors around it), then a few long rows */
     static const int64_t long_rows[] = {121, 364, 1093, 3280, 9841, 29524, N};
     int64_t lengths[40 + sizeof long_rows / sizeof *long_rows];

@@ -21,11 +21,11 @@ typedef struct cpu_adamw {
 
 typedef struct cpu_simd {
     const char *isa; /* "avx512", "avx2" or "generic" */
-    /* y = op(x) for NEG, EXP, TANH, SIGMOID, RELU, SILU, GELU_TANH; 0 for any other op (with
-     * n = 0, a question that touches no memory) */
+    /* y = op(x) for NEG, EXP, TANH, SIGMOID, RELU, SILU, GELU_TANH, GELU_EXACT; 0 for any other
+     * op (with n = 0, a question that touches no memory) */
     int (*unary)(int op, float *y, const float *x, int64_t n);
-    /* y = d op(x)/dx * dy for TANH, SIGMOID, RELU, SILU, GELU_TANH; 0 for any other op (n = 0
-     * asks) */
+    /* y = d op(x)/dx * dy for TANH, SIGMOID, RELU, SILU, GELU_TANH, GELU_EXACT; 0 for any other
+     * op (n = 0 asks) */
     int (*act_grad)(int op, float *y, const float *x, const float *dy, int64_t n);
     float (*max)(const float *x, int64_t n);
     double (*sum)(const float *x, int64_t n);
