@@ -132,6 +132,8 @@ static void bench_rms_norm(const char *dir, int threads, int runs, int64_t R, in
 static void bench_gelu(const char *dir, int threads, int runs)
 {
     enum { R = 4 * 1500, D = 1536 };
+    const char *was = getenv("BORA_NO_FUSION");
+    char *kept = was ? strdup(was) : NULL;
     setenv("BORA_NO_FUSION", "1", 1);
     rig r;
     rig_open(&r, dir, threads, 1);
@@ -155,7 +157,11 @@ static void bench_gelu(const char *dir, int threads, int runs)
            R, D, threads, f, b, fl, bl);
     g_graph_free(g);
     rig_close(&r);
-    unsetenv("BORA_NO_FUSION");
+    if (kept)
+        setenv("BORA_NO_FUSION", kept, 1);
+    else
+        unsetenv("BORA_NO_FUSION");
+    free(kept);
 }
 
 /* Whisper-tiny's audio stem in f32, batch 4 of 30 s: conv1 80 -> 384 channels over 3000 frames

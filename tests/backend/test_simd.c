@@ -357,6 +357,11 @@ static void check_same_bits(const cpu_simd *a, const cpu_simd *b)
         x[i] = uniform(-20.0f, 20.0f);
         dy[i] = uniform(-1.0f, 1.0f);
     }
+    /* the special values and GELU's branch point (erf's at 1.25, x = ±1.25·√2) among them */
+    static const float special[] = {0.0f,   -0.0f,     INFINITY,   -INFINITY,
+                                    NAN,    1e-40f,    -1e-40f,    1e30f,
+                                    -1e30f, 1.767767f, -1.767767f, 1.7677670f + 1e-6f};
+    memcpy(x, special, sizeof special);
     static const int ops[] = {BORA_OP_EXP,  BORA_OP_TANH,      BORA_OP_SIGMOID,
                               BORA_OP_SILU, BORA_OP_GELU_TANH, BORA_OP_GELU_EXACT};
     /* every length to 40 (each tail size, whole vectors around it), then a few long rows */

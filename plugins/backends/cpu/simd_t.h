@@ -5,7 +5,8 @@
  * Bits do not depend on the instruction set where the CPU has FMA: per-element functions work on
  * the register's width (each lane alone), a tail is computed on a padded copy by the same code,
  * and sums keep 16 partial sums whatever the width, added in a fixed order at the end.
- * exp and tanh are our own (range reduction and a polynomial, within 2 ulp of the true value);
+ * exp and tanh are our own (range reduction and a polynomial, within 2 ulp of the true value),
+ * and erf for GELU_EXACT (fitted polynomials, within 2e-7 of the true value);
  * the generic build, without FMA, rounds the polynomial differently, which is why the choice is
  * part of the backend's description. */
 #include "simd.h"
